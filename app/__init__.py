@@ -1,0 +1,1 @@
+"""HTTP and command-line front ends for the effective-bottleneck-rate service."""

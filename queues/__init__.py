@@ -1,0 +1,27 @@
+"""The NIC receive buffer as an M/M[N]/1/K bulk-service queue (SPEC section 3).
+
+Exact stationary measures -- loss probability, throughput, mean occupancy, probability
+that an interrupt service is running, the full occupancy distribution -- for many arrival
+rates at once::
+
+    from queues import bulk_service_queue, loss_probability
+
+    lam = [42_575.0, 63_862.0, 85_150.0]          # packets/s (500..1000 Mbps, 1468 B)
+    sol = bulk_service_queue(lam, 20_800.0, 64, 6, packet_bytes=1468)
+    sol.loss_probability, sol.throughput_bps
+    loss_probability(lam, 20_800.0, 64, 6)         # the loss alone, fast path
+
+Rules: the paper's fixed batch N (default), or the general ``[a, b]`` rule
+(``min_batch=a``, ``batch=b``); service: exponential (``service_rate``) or phase-type
+(``phase_type=(alpha, T)``, ``service_rate=None``).
+"""
+
+from .bulk import BulkQueueSolution, bulk_service_queue, loss_probability
+from .errors import QueueParameterError
+
+__all__ = [
+    "BulkQueueSolution",
+    "QueueParameterError",
+    "bulk_service_queue",
+    "loss_probability",
+]

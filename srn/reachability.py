@@ -1,0 +1,752 @@
+"""Tangible reachability graph of an SRN, generated a whole frontier at a time.
+
+Markings are rows of an integer array.  Each breadth-first level fires every timed
+transition on every frontier marking with NumPy, eliminates vanishing markings on the
+fly (immediate transitions, by priority then weight), and deduplicates successors
+against the visited set through packed integer keys and a sorted index.  Nothing loops
+in Python over markings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike, NDArray
+
+from ._compiled import MARKING_DTYPE, CompiledNet
+from ._expressions import Columns, RowError
+from .errors import EvaluationError, LimitExceededError, NetDefinitionError, VanishingLoopError
+from .net import Limits, Net
+
+__all__ = ["ReachabilityGraph", "reachability_graph"]
+
+# Frontier rows processed together: large enough to amortise NumPy call overhead,
+# small enough that per-transition temporaries stay within a few hundred MB.
+_CHUNK = 1 << 17
+
+
+class _KeyCodec:
+    """Packs markings into sortable keys: uint64 bit fields, or raw bytes when too wide.
+
+    Field widths grow when a place's count outgrows them; the owner re-encodes its
+    visited keys when :attr:`version` changes.
+    """
+
+    def __init__(self, initial: NDArray[Any]) -> None:
+        self.bits = np.array([max(2, int(v).bit_length() + 1) for v in initial], dtype=np.int64)
+        self.version = 0
+        self._layout()
+
+    def _layout(self) -> None:
+        self.packed = int(self.bits.sum()) <= 64
+        self.shifts = np.concatenate(([0], np.cumsum(self.bits)[:-1])).astype(np.uint64)
+        self.capacity = (1 << np.minimum(self.bits, 62)) - 1
+
+    def fits(self, markings: NDArray[Any]) -> bool:
+        if not self.packed or markings.shape[0] == 0:
+            return True
+        return bool(np.all(markings.max(axis=0) <= self.capacity))
+
+    def grow(self, markings: NDArray[Any]) -> None:
+        top = markings.max(axis=0)
+        over = top > self.capacity
+        needed = np.array([int(v).bit_length() for v in top], dtype=np.int64)
+        self.bits = np.where(over, np.maximum(self.bits + 2, needed + 1), self.bits)
+        self.version += 1
+        self._layout()
+
+    def encode(self, markings: NDArray[Any]) -> NDArray[Any]:
+        if self.packed:
+            keys = np.zeros(markings.shape[0], dtype=np.uint64)
+            for p in range(markings.shape[1]):
+                if self.bits[p]:
+                    keys |= markings[:, p].astype(np.uint64) << self.shifts[p]
+            return keys
+        rows = np.ascontiguousarray(markings, dtype=MARKING_DTYPE)
+        return rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+
+
+def _void_rows(markings: NDArray[Any], extra: NDArray[Any] | None = None) -> NDArray[Any]:
+    """Rows (optionally prefixed by an integer column) as comparable byte strings."""
+    cols = markings.astype(np.int64)
+    if extra is not None:
+        cols = np.column_stack([extra.astype(np.int64), cols])
+    cols = np.ascontiguousarray(cols)
+    return cols.view(np.dtype((np.void, 8 * cols.shape[1]))).ravel()
+
+
+def _sorted_unique(keys: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.intp]]:
+    """Sorted unique keys and the inverse map (``np.unique`` is slow on NumPy 2.3+ ints)."""
+    order = np.argsort(keys, kind="stable")
+    s = keys[order]
+    first = np.ones(len(s), dtype=bool)
+    first[1:] = s[1:] != s[:-1]
+    group = np.cumsum(first) - 1
+    inverse = np.empty(len(keys), dtype=np.intp)
+    inverse[order] = group
+    return s[first], inverse
+
+
+@dataclass
+class _Resolved:
+    """Tangible outcomes of a batch of firings, after vanishing elimination."""
+
+    origin: NDArray[np.intp]  # index of the originating firing
+    markings: NDArray[Any]
+    probability: NDArray[np.float64] | None  # None: every outcome has probability 1
+    # Immediate-firing mass per originating firing (for throughput of immediates).
+    imm_origin: NDArray[np.intp]
+    imm_transition: NDArray[np.intp]
+    imm_mass: NDArray[np.float64]
+    vanishing: NDArray[Any]  # distinct vanishing markings met (void keys)
+
+
+class _Explorer:
+    def __init__(self, net: CompiledNet, params: Mapping[str, float], starts: NDArray[Any]) -> None:
+        self.net = net
+        self.starts = starts
+        self.params = params
+        self.limits: Limits = net.limits
+        self.priorities = np.array([t.priority for t in net.immediate], dtype=np.int64)
+
+    # -- vanishing elimination ---------------------------------------------
+    def _immediate_choice(
+        self, markings: NDArray[Any]
+    ) -> tuple[NDArray[np.bool_], NDArray[np.float64] | None]:
+        """Which rows are vanishing, and the firing probability of each immediate transition."""
+        n = markings.shape[0]
+        imm = self.net.immediate
+        if not imm or n == 0:
+            return np.zeros(n, dtype=bool), None
+        enabled = np.column_stack([self.net.enabled(t, markings, self.params) for t in imm])
+        vanishing: NDArray[np.bool_] = np.asarray(enabled.any(axis=1), dtype=bool)
+        if not vanishing.any():
+            return vanishing, None
+        prio = np.where(enabled, self.priorities[None, :], np.iinfo(np.int64).min)
+        top = prio.max(axis=1, keepdims=True)
+        chosen = enabled & (prio == top)
+        weights = np.zeros(enabled.shape, dtype=float)
+        for j, t in enumerate(imm):
+            rows = np.flatnonzero(chosen[:, j])
+            if len(rows):
+                weights[rows, j] = self.net.positive_values(
+                    t.weight, markings, rows, self.params, t, "weight"
+                )
+        total = weights.sum(axis=1)
+        dead = vanishing & (total <= 0)
+        if np.any(dead):
+            i = int(np.flatnonzero(dead)[0])
+            raise EvaluationError(
+                "every enabled immediate transition of the highest priority has weight 0",
+                marking=self.net.marking_dict(markings[i]),
+            )
+        with np.errstate(invalid="ignore", divide="ignore"):
+            probs = np.where(vanishing[:, None], weights / total[:, None], 0.0)
+        return vanishing, probs
+
+    def resolve(self, markings: NDArray[Any]) -> _Resolved:
+        """Follow immediate transitions from each row until only tangible markings remain."""
+        vanishing, probs = self._immediate_choice(markings)
+        empty_i = np.zeros(0, dtype=np.intp)
+        if probs is None:
+            return _Resolved(
+                np.arange(markings.shape[0]),
+                markings,
+                None,
+                empty_i,
+                empty_i,
+                np.zeros(0),
+                _void_rows(markings[:0]),
+            )
+        done_origin = [np.flatnonzero(~vanishing)]
+        done_markings = [markings[~vanishing]]
+        done_prob = [np.ones(len(done_origin[0]))]
+        imm_o: list[NDArray[np.intp]] = []
+        imm_t: list[NDArray[np.intp]] = []
+        imm_m: list[NDArray[np.float64]] = []
+        rows = np.flatnonzero(vanishing)
+        origin = rows
+        cur = markings[rows]
+        mass = np.ones(len(rows))
+        probs = probs[rows]
+        seen = _void_rows(cur[:0])
+        depth = 0
+        while True:
+            seen = np.union1d(seen, _void_rows(cur))
+            depth += 1
+            if depth > len(seen):
+                # Every surviving path has visited `depth` vanishing markings, more than
+                # exist among those met: by pigeonhole one repeats, so a loop exists.
+                sample = [self.net.marking_dict(m) for m in cur[:5]]
+                raise VanishingLoopError(sample)
+            if depth > self.limits.max_vanishing_depth:
+                raise LimitExceededError(
+                    "max_vanishing_depth",
+                    self.limits.max_vanishing_depth,
+                    depth,
+                    "immediate firings in a row",
+                )
+            next_o, next_m, next_p = [], [], []
+            for j, t in enumerate(self.net.immediate):
+                sel = np.flatnonzero(probs[:, j] > 0)
+                if not len(sel):
+                    continue
+                p = mass[sel] * probs[sel, j]
+                next_o.append(origin[sel])
+                next_m.append(self.net.fire(t, cur[sel], self.params))
+                next_p.append(p)
+                imm_o.append(origin[sel])
+                imm_t.append(np.full(len(sel), j, dtype=np.intp))
+                imm_m.append(p)
+            origin = np.concatenate(next_o)
+            cur = np.concatenate(next_m)
+            mass = np.concatenate(next_p)
+            # Merge paths that reach the same marking from the same firing, so that
+            # diamonds of independent immediate transitions do not multiply paths.
+            uniq, inverse = _sorted_unique(_void_rows(cur, origin))
+            if len(uniq) < len(cur):
+                first = np.zeros(len(uniq), dtype=np.intp)
+                first[inverse[::-1]] = np.arange(len(cur))[::-1]
+                mass = np.bincount(inverse, weights=mass, minlength=len(uniq)).astype(float)
+                origin = origin[first]
+                cur = cur[first]
+            vanishing, probs_next = self._immediate_choice(cur)
+            tangible = ~vanishing
+            done_origin.append(origin[tangible])
+            done_markings.append(cur[tangible])
+            done_prob.append(mass[tangible])
+            if probs_next is None or not vanishing.any():
+                break
+            keep = np.flatnonzero(vanishing)
+            origin, cur, mass, probs = origin[keep], cur[keep], mass[keep], probs_next[keep]
+        return _Resolved(
+            np.concatenate(done_origin),
+            np.concatenate(done_markings),
+            np.concatenate(done_prob),
+            np.concatenate(imm_o) if imm_o else empty_i,
+            np.concatenate(imm_t) if imm_t else empty_i,
+            np.concatenate(imm_m) if imm_m else np.zeros(0),
+            seen,
+        )
+
+    # -- breadth-first exploration -------------------------------------------
+    def run(self) -> ReachabilityGraph:
+        net = self.net
+        n_places = len(net.place_names)
+        start = self.resolve(self.starts)
+        codec = _KeyCodec(self.starts.max(axis=0))
+
+        capacity = 1024
+        store = np.empty((capacity, n_places), dtype=MARKING_DTYPE)
+        n_states = 0
+        sorted_keys = codec.encode(store[:0])
+        sorted_ids = np.zeros(0, dtype=np.int64)
+        vanishing_seen = [start.vanishing]
+
+        def add(markings: NDArray[Any]) -> NDArray[np.int64]:
+            """Ids of ``markings`` (distinct rows), appending the new ones to the store."""
+            nonlocal store, capacity, n_states, sorted_keys, sorted_ids
+            if not codec.fits(markings):
+                codec.grow(markings)
+                sorted_keys = codec.encode(store[:n_states])
+                order = np.argsort(sorted_keys, kind="stable")
+                sorted_keys, sorted_ids = sorted_keys[order], order.astype(np.int64)
+            keys = codec.encode(markings)
+            uniq, inverse = _sorted_unique(keys)
+            pos = np.searchsorted(sorted_keys, uniq)
+            hit = pos < len(sorted_keys)
+            hit[hit] = sorted_keys[pos[hit]] == uniq[hit]
+            ids = np.empty(len(uniq), dtype=np.int64)
+            ids[hit] = sorted_ids[pos[hit]]
+            new = np.flatnonzero(~hit)
+            if len(new):
+                if n_states + len(new) > self.limits.max_states:
+                    raise LimitExceededError(
+                        "max_states",
+                        self.limits.max_states,
+                        n_states + len(new),
+                        "tangible markings",
+                    )
+                ids[new] = np.arange(n_states, n_states + len(new))
+                first = np.zeros(len(uniq), dtype=np.intp)
+                first[inverse[::-1]] = np.arange(len(keys))[::-1]
+                while n_states + len(new) > capacity:
+                    capacity *= 2
+                    grown = np.empty((capacity, n_places), dtype=MARKING_DTYPE)
+                    grown[:n_states] = store[:n_states]
+                    store = grown
+                store[n_states : n_states + len(new)] = markings[first[new]]
+                n_states += len(new)
+                sorted_keys = np.insert(sorted_keys, pos[new], uniq[new])
+                sorted_ids = np.insert(sorted_ids, pos[new], ids[new])
+            return ids[inverse]
+
+        start_ids = add(start.markings)
+        start_prob = np.ones(len(start_ids)) if start.probability is None else start.probability
+        start_map = (start.origin, start_ids, start_prob, len(self.starts))
+
+        src_chunks: list[NDArray[Any]] = []
+        dst_chunks: list[NDArray[Any]] = []
+        tid_chunks: list[NDArray[Any]] = []
+        prob_chunks: list[NDArray[Any] | None] = []
+        imm_src: list[NDArray[Any]] = []
+        imm_tt: list[NDArray[Any]] = []
+        imm_j: list[NDArray[Any]] = []
+        imm_mass: list[NDArray[Any]] = []
+        n_edges = 0
+        enabled_any = np.zeros(0, dtype=bool)
+        lo = 0
+        while lo < n_states:
+            hi = min(n_states, lo + _CHUNK)
+            frontier = store[lo:hi]
+            ids = np.arange(lo, hi, dtype=np.int64)
+            succ, src, tid = [], [], []
+            fired = np.zeros(hi - lo, dtype=bool)
+            for t in net.timed:
+                rows = np.flatnonzero(net.enabled(t, frontier, self.params))
+                if not len(rows):
+                    continue
+                fired[rows] = True
+                succ.append(net.fire(t, frontier[rows], self.params))
+                src.append(ids[rows])
+                tid.append(np.full(len(rows), t.index, dtype=np.int32))
+            enabled_any = np.concatenate([enabled_any, fired])
+            lo = hi
+            if not succ:
+                continue
+            all_succ = np.concatenate(succ)
+            all_src = np.concatenate(src)
+            all_tid = np.concatenate(tid)
+            res = self.resolve(all_succ)
+            vanishing_seen.append(res.vanishing)
+            dst = add(res.markings)
+            e_src = all_src[res.origin]
+            n_edges += len(dst)
+            if n_edges > self.limits.max_edges:
+                raise LimitExceededError(
+                    "max_edges", self.limits.max_edges, n_edges, "CTMC transitions"
+                )
+            src_chunks.append(e_src.astype(np.int32))
+            dst_chunks.append(dst.astype(np.int32))
+            tid_chunks.append(all_tid[res.origin])
+            prob_chunks.append(res.probability)
+            if len(res.imm_origin):
+                imm_src.append(all_src[res.imm_origin])
+                imm_tt.append(all_tid[res.imm_origin])
+                imm_j.append(res.imm_transition)
+                imm_mass.append(res.imm_mass)
+
+        markings = store[:n_states].copy()
+        markings.flags.writeable = False
+        src_all = _cat(src_chunks, np.int32)
+        dst_all = _cat(dst_chunks, np.int32)
+        tid_all = _cat(tid_chunks, np.int32)
+        if any(p is not None for p in prob_chunks):
+            prob_all: NDArray[np.float64] | None = np.concatenate(
+                [
+                    np.ones(len(s)) if p is None else p
+                    for s, p in zip(src_chunks, prob_chunks, strict=True)
+                ]
+            )
+        else:
+            prob_all = None
+        # Group edges by transition so rates are evaluated one transition at a time.
+        order = np.argsort(tid_all, kind="stable")
+        src_all, dst_all, tid_all = src_all[order], dst_all[order], tid_all[order]
+        if prob_all is not None:
+            prob_all = prob_all[order]
+        vanishing: NDArray[np.int64] | list[int] = (
+            np.unique(np.concatenate(vanishing_seen)) if vanishing_seen else []
+        )
+        return ReachabilityGraph(
+            net=net,
+            markings=markings,
+            src=src_all,
+            dst=dst_all,
+            transition=tid_all,
+            probability=prob_all,
+            start_map=start_map,
+            dead=np.flatnonzero(~enabled_any),
+            immediate_flow=(
+                _cat(imm_src, np.int64),
+                _cat(imm_tt, np.int32),
+                _cat(imm_j, np.intp),
+                _cat(imm_mass, np.float64),
+            ),
+            n_vanishing=len(vanishing),
+            parameters=dict(self.params),
+            sorted_keys=sorted_keys,
+            sorted_ids=sorted_ids,
+            codec=codec,
+        )
+
+
+def _cat(chunks: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:
+    return np.concatenate(chunks).astype(dtype, copy=False) if chunks else np.zeros(0, dtype)
+
+
+def _explore(
+    net: CompiledNet, params: Mapping[str, float], starts: NDArray[Any]
+) -> ReachabilityGraph:
+    return _Explorer(net, params, starts).run()
+
+
+class ReachabilityGraph:
+    """The tangible reachability graph of a net, and the CTMC it defines.
+
+    Built by :func:`reachability_graph` or :meth:`CompiledNet.reachability_graph`.
+
+    Attributes
+    ----------
+    markings : ndarray of int32, shape (n_states, n_places)
+        Tangible markings; row ``i`` is state ``i`` of the CTMC.
+    place_names : tuple of str
+        Column names of ``markings``.
+    initial_distribution : ndarray, shape (n_states,)
+        Distribution over tangible markings reached from the initial marking (a
+        vanishing initial marking spreads over several).
+    dead_states : ndarray of int
+        States in which no transition is enabled.
+    absorbing_states : ndarray of int
+        States with no transition to another state (dead states included).
+    n_vanishing : int
+        Distinct vanishing markings met and eliminated.
+    parameters : dict
+        Parameter values the rates are evaluated with.
+    """
+
+    def __init__(
+        self,
+        *,
+        net: CompiledNet,
+        markings: NDArray[Any],
+        src: NDArray[np.int32],
+        dst: NDArray[np.int32],
+        transition: NDArray[np.int32],
+        probability: NDArray[np.float64] | None,
+        start_map: tuple[NDArray[np.intp], NDArray[np.int64], NDArray[np.float64], int],
+        dead: NDArray[np.intp],
+        immediate_flow: tuple[NDArray[Any], NDArray[Any], NDArray[Any], NDArray[Any]],
+        n_vanishing: int,
+        parameters: dict[str, float],
+        sorted_keys: NDArray[Any],
+        sorted_ids: NDArray[np.int64],
+        codec: _KeyCodec,
+    ) -> None:
+        self.net = net
+        self.markings = markings
+        self.place_names = net.place_names
+        self._src, self._dst, self._tid, self._prob = src, dst, transition, probability
+        self._start_map = start_map
+        n_starts = start_map[3]
+        self.initial_distribution = self._spread(np.full(n_starts, 1.0 / n_starts))
+        self.dead_states = dead
+        self._immediate_flow = immediate_flow
+        self.n_vanishing = n_vanishing
+        self.parameters = parameters
+        self._sorted_keys, self._sorted_ids, self._codec = sorted_keys, sorted_ids, codec
+        bounds = np.searchsorted(transition, np.arange(len(net.transitions) + 1))
+        self._slices = {
+            t.index: slice(int(bounds[t.index]), int(bounds[t.index + 1])) for t in net.timed
+        }
+        self._rates: NDArray[np.float64] | None = None
+        moving = src != dst
+        leaves = np.zeros(len(markings), dtype=bool)
+        leaves[src[moving]] = True
+        self.absorbing_states = np.flatnonzero(~leaves)
+
+    def with_parameters(self, parameters: Mapping[str, float]) -> ReachabilityGraph:
+        """This graph with rates evaluated for other parameter values (structure shared)."""
+        if dict(parameters) == self.parameters:
+            return self
+        clone = object.__new__(ReachabilityGraph)
+        clone.__dict__.update(self.__dict__)
+        clone.parameters = dict(parameters)
+        clone._rates = None
+        return clone
+
+    def _spread(self, start_probabilities: NDArray[np.float64]) -> NDArray[np.float64]:
+        origin, ids, prob, _ = self._start_map
+        weights = start_probabilities[origin] * prob
+        return np.bincount(ids, weights=weights, minlength=self.n_states).astype(float)
+
+    def with_initial(self, probabilities: ArrayLike) -> ReachabilityGraph:
+        """This graph with another distribution over the initial markings it was built from.
+
+        Parameters
+        ----------
+        probabilities : array, shape (k,)
+            Probability of each of the ``k`` initial markings; must sum to 1.
+
+        Raises
+        ------
+        NetDefinitionError
+            If the vector has the wrong length, negative entries or does not sum to 1.
+        """
+        p = np.asarray(probabilities, dtype=float)
+        k = self._start_map[3]
+        if p.shape != (k,) or not np.all(np.isfinite(p)) or np.any(p < 0):
+            raise NetDefinitionError(
+                f"initial probabilities must be {k} finite non-negative numbers",
+                field="initial_probabilities",
+            )
+        if abs(p.sum() - 1.0) > 1e-9:
+            raise NetDefinitionError(
+                f"initial probabilities must sum to 1, got {p.sum()!r}",
+                field="initial_probabilities",
+            )
+        clone = object.__new__(ReachabilityGraph)
+        clone.__dict__.update(self.__dict__)
+        clone.initial_distribution = self._spread(p)
+        return clone
+
+    # -- sizes and lookup ------------------------------------------------------
+    @property
+    def n_states(self) -> int:
+        """Number of tangible markings."""
+        return int(self.markings.shape[0])
+
+    @property
+    def n_edges(self) -> int:
+        """Number of timed firings between tangible markings (self-loops included)."""
+        return len(self._src)
+
+    def index(self, marking: Mapping[str, int] | ArrayLike) -> int:
+        """State index of a tangible marking.
+
+        Parameters
+        ----------
+        marking : dict of str to int, or array of int
+            The marking, by place name (missing places count 0) or in place order.
+
+        Raises
+        ------
+        KeyError
+            If the marking is not a reachable tangible marking.
+        """
+        row = self._as_row(marking)
+        if not self._codec.fits(row[None, :]):
+            raise KeyError(f"marking {self.net.marking_dict(row)} is not reachable")
+        key = self._codec.encode(row[None, :])
+        pos = int(np.searchsorted(self._sorted_keys, key)[0])
+        if pos < len(self._sorted_keys) and self._sorted_keys[pos] == key[0]:
+            return int(self._sorted_ids[pos])
+        raise KeyError(f"marking {self.net.marking_dict(row)} is not a reachable tangible marking")
+
+    def _as_row(self, marking: Mapping[str, int] | ArrayLike) -> NDArray[Any]:
+        if isinstance(marking, Mapping):
+            row = np.zeros(len(self.place_names), dtype=np.int64)
+            for name, value in marking.items():
+                if name not in self.net.place_index:
+                    raise NetDefinitionError(f"unknown place {name!r}", field=f"marking.{name}")
+                row[self.net.place_index[name]] = int(value)
+        else:
+            row = np.asarray(marking, dtype=np.int64)
+            if row.shape != (len(self.place_names),):
+                raise NetDefinitionError(
+                    f"a marking needs {len(self.place_names)} entries, got shape {row.shape}"
+                )
+        if np.any(row < 0):
+            raise NetDefinitionError("a marking cannot hold negative tokens")
+        return row.astype(MARKING_DTYPE)
+
+    def marking(self, state: int) -> dict[str, int]:
+        """The marking of state ``state`` as ``{place: tokens}``."""
+        return self.net.marking_dict(self.markings[state])
+
+    # -- the CTMC ------------------------------------------------------------
+    def edge_rates(self) -> NDArray[np.float64]:
+        """Rate (1/s) of every edge, in edge order: firing rate times branching probability.
+
+        Raises
+        ------
+        EvaluationError
+            If a rate is negative or not finite at a reachable marking, or its
+            expression divides by zero there.
+        """
+        if self._rates is not None:
+            return self._rates
+        rates = np.empty(len(self._src))
+        for t in self.net.timed:
+            s = self._slices[t.index]
+            if s.start == s.stop:
+                continue
+            if t.rate.constant is not None:
+                rates[s] = t.rate.constant
+            else:
+                rows = self._src[s].astype(np.intp)
+                rates[s] = self.net.positive_values(
+                    t.rate, self.markings, rows, self.parameters, t, "rate"
+                )
+        if self._prob is not None:
+            rates *= self._prob
+        self._rates = rates
+        return rates
+
+    def generator(self) -> sp.csr_array:
+        """The infinitesimal generator Q as a CSR matrix (rows sum to zero).
+
+        Returns
+        -------
+        scipy.sparse.csr_array, shape (n_states, n_states)
+            ``Q[i, j]`` is the rate from state ``i`` to state ``j``; the diagonal
+            holds minus the total outflow.
+        """
+        rates = self.edge_rates()
+        n = self.n_states
+        moving = self._src != self._dst
+        src, dst, val = self._src[moving], self._dst[moving], rates[moving]
+        out = np.bincount(src, weights=val, minlength=n)
+        diag = np.arange(n, dtype=np.int32)
+        rows = np.concatenate([src, diag])
+        cols = np.concatenate([dst, diag])
+        vals = np.concatenate([val, -out])
+        q = sp.coo_array((vals, (rows, cols)), shape=(n, n)).tocsr()
+        q.sum_duplicates()
+        return q
+
+    # -- reward measures -------------------------------------------------------
+    def reward(self, expression: str | float) -> NDArray[np.float64]:
+        """Reward rate of each state, from an expression over the marking.
+
+        Parameters
+        ----------
+        expression : str or float
+            E.g. ``"#busy > 0"`` or ``"2 * #queue"``; comparisons count as 0/1.
+        """
+        from ._expressions import compile_expression
+
+        expr = compile_expression(
+            expression,
+            places=self.net.place_index,
+            parameters=self.parameters,
+            max_length=self.net.limits.max_expression_length,
+            field="reward",
+        )
+        try:
+            values = expr.evaluate(Columns(self.markings), self.parameters)
+        except RowError as exc:
+            raise EvaluationError(
+                f"{exc.reason} in reward {expr.text!r}",
+                marking=self.marking(exc.row),
+                field="reward",
+            ) from None
+        bad = ~np.isfinite(values)
+        if np.any(bad):
+            row = int(np.flatnonzero(bad)[0])
+            raise EvaluationError(
+                f"reward {expr.text!r} is not finite", marking=self.marking(row), field="reward"
+            )
+        return np.array(values, dtype=float)
+
+    def expected_reward(self, expression: str | float, probabilities: ArrayLike) -> Any:
+        """Expected reward rate under a distribution (or each row of a stack of them).
+
+        Parameters
+        ----------
+        expression : str or float
+            Reward rate as a function of the marking.
+        probabilities : array, shape (n_states,) or (k, n_states)
+            A steady-state or transient distribution.
+
+        Returns
+        -------
+        float or ndarray of shape (k,)
+        """
+        return np.asarray(probabilities) @ self.reward(expression)
+
+    def probability(self, condition: str, probabilities: ArrayLike) -> Any:
+        """Probability that ``condition`` (an expression of the marking) holds."""
+        return np.asarray(probabilities) @ (self.reward(condition) != 0).astype(float)
+
+    def mean_tokens(self, probabilities: ArrayLike) -> dict[str, Any]:
+        """Expected number of tokens in each place."""
+        means = np.asarray(probabilities) @ self.markings.astype(float)
+        return {name: means[..., i] for i, name in enumerate(self.place_names)}
+
+    def throughput(self, probabilities: ArrayLike) -> dict[str, Any]:
+        """Expected firing rate (1/s) of every transition, timed and immediate.
+
+        Immediate transitions are credited with the timed flow that passes through
+        them during vanishing elimination.
+        """
+        pi = np.asarray(probabilities, dtype=float)
+        rates = self.edge_rates()
+        flow = pi[..., self._src] * rates
+        result: dict[str, Any] = {}
+        for t in self.net.timed:
+            s = self._slices[t.index]
+            result[t.name] = flow[..., s].sum(axis=-1)
+        imm_src, imm_tt, imm_j, imm_mass = self._immediate_flow
+        if len(self.net.immediate):
+            # Firing rate of the originating timed transition at its source marking.
+            origin_rate = np.empty(len(imm_src))
+            for t in self.net.timed:
+                sel = np.flatnonzero(imm_tt == t.index)
+                if not len(sel):
+                    continue
+                if t.rate.constant is not None:
+                    origin_rate[sel] = t.rate.constant
+                else:
+                    origin_rate[sel] = self.net.positive_values(
+                        t.rate, self.markings, imm_src[sel], self.parameters, t, "rate"
+                    )
+            contrib = pi[..., imm_src] * (origin_rate * imm_mass)
+            for j, t in enumerate(self.net.immediate):
+                result[t.name] = contrib[..., imm_j == j].sum(axis=-1)
+        return result
+
+
+def reachability_graph(
+    net: Net | CompiledNet,
+    parameters: Mapping[str, float] | None = None,
+    *,
+    limits: Limits | None = None,
+    initial_markings: ArrayLike | None = None,
+    initial_probabilities: ArrayLike | None = None,
+) -> ReachabilityGraph:
+    """Generate the tangible reachability graph of a net.
+
+    Parameters
+    ----------
+    net : Net or CompiledNet
+        The net (compiled on the fly when a :class:`Net`).
+    parameters : dict, optional
+        Overrides of the net's parameter values.
+    limits : Limits, optional
+        Size limits, when ``net`` is not compiled yet.
+    initial_markings, initial_probabilities : array, optional
+        Start from a distribution over markings (see
+        :meth:`CompiledNet.reachability_graph`).
+
+    Returns
+    -------
+    ReachabilityGraph
+
+    Raises
+    ------
+    LimitExceededError
+        When the graph exceeds ``max_states``, ``max_edges`` or ``max_vanishing_depth``.
+    VanishingLoopError
+        When immediate transitions can fire forever.
+    EvaluationError
+        When an expression is invalid at a reachable marking.
+
+    Examples
+    --------
+    >>> from srn import Net, timed, reachability_graph
+    >>> net = Net({"q": 0}, [timed("arrive", 1.0, outputs={"q": 1}, inhibitors={"q": 3}),
+    ...                      timed("serve", 2.0, inputs={"q": 1})])
+    >>> reachability_graph(net).n_states
+    4
+    """
+    compiled = net if isinstance(net, CompiledNet) else CompiledNet(net, limits)
+    return compiled.reachability_graph(
+        parameters,
+        initial_markings=initial_markings,
+        initial_probabilities=initial_probabilities,
+    )

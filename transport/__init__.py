@@ -1,0 +1,44 @@
+"""RBUDP transfer time and the effective bottleneck rate (SPEC section 4).
+
+The transfer time of one file for many sending rates at once, and the sending rate that
+minimises it given a vectorised loss model::
+
+    from transport import effective_bottleneck_rate, transfer_time
+
+    t = transfer_time([500e6, 950e6], [0.0, 0.02], 500_000_000, 0.1)
+    t.total_s, t.rounds, t.completes          # seconds, rounds, False where loss >= 1
+
+    best = effective_bottleneck_rate(
+        loss,                                  # loss(send_rate_bps: ndarray) -> ndarray
+        line_rate_bps=1e9, file_size_bytes=500_000_000, propagation_delay_s=0.1,
+    )
+    best.rate_bps, best.transfer_time_s, best.limited_by, best.curve
+
+Conventions: S = file size + ceil(file size / S_pkt) * header bytes (32 by default),
+rounds = ceil(N_resend) + 1, loss >= 1 never completes (``completes`` False, ``None`` in
+``to_dict()``), and the search is a deterministic global scan plus refinement to 0.1 Mbps.
+"""
+
+from .bottleneck import BottleneckRate, LossFunction, TransferCurve, effective_bottleneck_rate
+from .errors import NoCompletingRateError, TransportParameterError
+from .rbudp import (
+    DEFAULT_HEADER_BYTES,
+    DEFAULT_PACKET_PAYLOAD_BYTES,
+    TransferTime,
+    total_size_bytes,
+    transfer_time,
+)
+
+__all__ = [
+    "DEFAULT_HEADER_BYTES",
+    "DEFAULT_PACKET_PAYLOAD_BYTES",
+    "BottleneckRate",
+    "LossFunction",
+    "NoCompletingRateError",
+    "TransferCurve",
+    "TransferTime",
+    "TransportParameterError",
+    "effective_bottleneck_rate",
+    "total_size_bytes",
+    "transfer_time",
+]

@@ -1,0 +1,363 @@
+"""RBUDP file-transfer time, the paper's equations (2) and (3) as fixed by SPEC section 4.
+
+With ``B = B_send / 8`` the sending rate in bytes/s, ``S`` the payload plus overhead
+(bytes), ``S_pkt`` the payload per packet (bytes), ``T_prop`` the one-way propagation
+delay (s) and ``l`` the loss probability at that rate::
+
+    N_resend = ln(S_pkt / S) / ln(l)       0 < l < 1;   N_resend = 0 when l = 0
+    S_i      = S * l**i
+    T = [T_prop + S / B]                                                   first blast
+      + [N_resend * T_prop + sum_{i=1..ceil(N_resend)} l * S_{i-1} / B]    resends
+      + [(N_resend + 1) * (S / (8 * S_pkt * B) + T_prop)]                  feedback
+
+Conventions fixed here (the paper leaves them open):
+
+* ``S`` (``S_total`` in the paper) is ``file_size + ceil(file_size / S_pkt) * header``:
+  every packet carries ``S_pkt`` payload bytes and ``header`` bytes of UDP/IP overhead.
+  The default header of 32 bytes is the paper's (UDP 8 + IP 24 = 1500 - 1468);
+  ``header_bytes=0`` makes ``S`` the file size.
+* ``rounds = ceil(N_resend) + 1``: the first blast plus the resend rounds summed in the
+  second term.  The second and third terms use the real-valued ``N_resend`` itself, as the
+  paper writes them; only the sum of resent bytes uses its ceiling.
+* ``l >= 1``: the transfer never completes.  ``completes`` is False there and the total
+  (and the resend/feedback terms, ``n_resend``, ``rounds``) hold ``+inf`` internally;
+  :meth:`TransferTime.to_dict` turns them into ``None`` so no infinity reaches JSON.
+* A transfer of at most one packet (``S <= S_pkt``) gives ``ln(S_pkt / S) >= 0``, i.e. a
+  non-positive ``N_resend``; it is taken as 0 (eq. 3 counts the rounds until less than one
+  packet is left, and none is needed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any, NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from . import _validation as check
+from .errors import TransportParameterError
+
+__all__ = [
+    "DEFAULT_HEADER_BYTES",
+    "DEFAULT_PACKET_PAYLOAD_BYTES",
+    "TransferTime",
+    "total_size_bytes",
+    "transfer_time",
+]
+
+#: Payload per packet S_pkt (bytes): a 1500-byte Ethernet MTU minus 32 bytes of UDP/IP.
+DEFAULT_PACKET_PAYLOAD_BYTES = 1468
+#: Overhead per packet (bytes): UDP 8 + IP 24, as in the paper (1500 - 1468).
+DEFAULT_HEADER_BYTES = 32
+
+# N_resend is a ratio of two logarithms, each rounded; when it is mathematically an
+# integer k the computed value can land a few ulps above k, and a bare ceil would then add
+# a whole extra resend round.  Values within this relative distance above an integer count
+# as that integer.  (1e-12 is ~5000 ulps: far above rounding noise, far below any real
+# change in the loss.)
+_CEIL_RELATIVE_SLACK = 1e-12
+
+
+class _Terms(NamedTuple):
+    """The formula's pieces, all float arrays of the broadcast shape (internal)."""
+
+    first_blast_s: NDArray[np.float64]
+    resend_s: NDArray[np.float64]
+    feedback_s: NDArray[np.float64]
+    total_s: NDArray[np.float64]
+    n_resend: NDArray[np.float64]
+    rounds: NDArray[np.float64]
+    completes: NDArray[np.bool_]
+
+
+def _evaluate(
+    rate_bps: NDArray[np.float64],
+    loss: NDArray[np.float64],
+    total_bytes: float,
+    payload_bytes: float,
+    delay_s: float,
+) -> _Terms:
+    """Evaluate T for validated 1-D arrays of equal length (no checks: the search's hot path)."""
+    byte_rate = rate_bps / 8.0
+    completes = loss < 1.0
+    lossy = (loss > 0.0) & completes
+    # A harmless stand-in where the log is not needed (l = 0 or l >= 1) keeps log() free of
+    # divide-by-zero warnings and -inf/NaN intermediates; those entries are masked below.
+    safe_loss = np.where(lossy, loss, 0.5)
+    log_loss = np.log(safe_loss)
+    # ln(S_pkt / S) <= 0 for any file of more than one packet; a one-packet file needs no
+    # resend round (see the module docstring), hence the clamp.
+    log_ratio = min(math.log(payload_bytes / total_bytes), 0.0)
+    if log_ratio < 0.0:
+        n_resend = np.where(lossy, log_ratio / log_loss, 0.0)
+    else:
+        n_resend = np.zeros(np.shape(loss))
+    resend_rounds = np.ceil(n_resend * (1.0 - _CEIL_RELATIVE_SLACK))
+    # sum_{i=1..n} l * S_{i-1} = S * sum_{i=1..n} l**i = S * l * (1 - l**n) / (1 - l).  The
+    # closed form replaces a loop of up to ~1e17 terms as l -> 1; 1 - l**n is computed as
+    # -expm1(n ln l) so it keeps its digits when l**n is close to 1 (tiny l, n = 1 is fine
+    # either way).  1 - l is exact for l in [0.5, 1) (Sterbenz).
+    resent_fraction = np.where(
+        lossy, safe_loss * -np.expm1(resend_rounds * log_loss) / (1.0 - safe_loss), 0.0
+    )
+    first_blast = delay_s + total_bytes / byte_rate
+    resend = n_resend * delay_s + total_bytes * resent_fraction / byte_rate
+    bitmap_bytes = total_bytes / (8.0 * payload_bytes)
+    feedback = (n_resend + 1.0) * (bitmap_bytes / byte_rate + delay_s)
+    total = first_blast + resend + feedback
+    rounds = resend_rounds + 1.0
+    never = ~completes
+    if never.any():
+        # Infinity only inside the library: the result objects expose `completes` and
+        # serialise these entries as None.
+        for arr in (resend, feedback, total, n_resend, rounds):
+            arr[never] = np.inf
+    return _Terms(first_blast, resend, feedback, total, n_resend, rounds, completes)
+
+
+def total_size_bytes(
+    file_size_bytes: int,
+    *,
+    packet_payload_bytes: int = DEFAULT_PACKET_PAYLOAD_BYTES,
+    header_bytes: int = DEFAULT_HEADER_BYTES,
+) -> int:
+    """The payload plus overhead S (``S_total``) that the transfer puts on the wire.
+
+    ``S = file_size + ceil(file_size / S_pkt) * header``: the file is cut into packets of
+    ``S_pkt`` payload bytes (the last one possibly shorter) and every packet carries
+    ``header`` bytes of protocol overhead.
+
+    Parameters
+    ----------
+    file_size_bytes : int
+        Size of the file (bytes), >= 1.  Integral floats such as ``5e8`` are accepted.
+    packet_payload_bytes : int, default 1468
+        Payload per packet S_pkt (bytes), >= 1.
+    header_bytes : int, default 32
+        Overhead per packet (bytes), >= 0: UDP 8 + IP 24 by default, as in the paper;
+        0 makes S the file size.
+
+    Returns
+    -------
+    int
+        S (bytes), computed exactly in integer arithmetic.
+
+    Raises
+    ------
+    TransportParameterError
+        (a ``ValueError``) naming the parameter: a size that is not a whole number, is out
+        of range, or a total above 2**53 bytes.
+
+    Examples
+    --------
+    >>> total_size_bytes(500_000_000)  # 340,600 packets of at most 1468 bytes
+    510899200
+    >>> total_size_bytes(500_000_000, header_bytes=0)
+    500000000
+    """
+    size = check.whole_number(file_size_bytes, "file_size_bytes", minimum=1)
+    payload = check.whole_number(packet_payload_bytes, "packet_payload_bytes", minimum=1)
+    header = check.whole_number(header_bytes, "header_bytes", minimum=0)
+    packets = -(-size // payload)  # ceil in integers: exact for any size
+    total = size + packets * header
+    if total > check.MAX_BYTES:
+        raise TransportParameterError(
+            "file_size_bytes",
+            f"payload plus overhead is {total} bytes, above the supported {check.MAX_BYTES}",
+        )
+    return total
+
+
+def _json_array(values: NDArray[Any], valid: NDArray[np.bool_], *, integer: bool = False) -> Any:
+    """Nested lists (or a scalar for 0-d) with None where ``valid`` is False."""
+    obj = np.empty(values.shape, dtype=object)
+    finite = valid & np.isfinite(values)
+    if integer:
+        # int() of each entry: whole-number floats become JSON integers.
+        obj[finite] = [int(v) for v in values[finite]]
+    else:
+        obj[finite] = values[finite].tolist()
+    obj[~finite] = None
+    return obj.tolist()
+
+
+@dataclass(frozen=True)
+class TransferTime:
+    """RBUDP transfer time and its three terms, one entry per (rate, loss) pair.
+
+    All arrays are read-only and have the broadcast shape of the inputs (0-d for two
+    scalars).  Where ``completes`` is False (``loss >= 1``) the transfer never finishes:
+    ``total_s``, ``resend_s``, ``feedback_s``, ``n_resend`` and ``rounds`` hold ``+inf``
+    there.  Test ``completes`` rather than the value, and use :meth:`to_dict` for JSON.
+
+    Attributes
+    ----------
+    send_rate_bps : ndarray
+        Sending rate B_send (bit/s), as given (broadcast).
+    loss : ndarray
+        Loss probability l at that rate (dimensionless), as given (broadcast).
+    total_s : ndarray
+        Transfer time T (s): ``first_blast_s + resend_s + feedback_s``.
+    first_blast_s : ndarray
+        First term, ``T_prop + S / B`` (s): one propagation delay plus the whole of S.
+    resend_s : ndarray
+        Second term, ``N_resend * T_prop + sum_{i=1..ceil(N_resend)} l * S_{i-1} / B`` (s).
+    feedback_s : ndarray
+        Third term, ``(N_resend + 1) * (S / (8 * S_pkt * B) + T_prop)`` (s): a bitmap of one
+        bit per packet sent back once per round.
+    n_resend : ndarray
+        ``N_resend = ln(S_pkt / S) / ln(l)``, real-valued, >= 0 (resend rounds); 0 when
+        ``l = 0``.
+    rounds : ndarray
+        ``ceil(N_resend) + 1``: the first blast plus the resend rounds counted in the sum.
+        A float array of whole numbers (so that never-completing entries can be +inf).
+    completes : ndarray of bool
+        True where ``loss < 1``.
+    total_bytes : int
+        S, payload plus overhead (bytes); see :func:`total_size_bytes`.
+    file_size_bytes : int
+        The file size (bytes).
+    packet_payload_bytes : int
+        S_pkt (bytes).
+    header_bytes : int
+        Overhead per packet (bytes).
+    propagation_delay_s : float
+        One-way propagation delay T_prop (s).
+    """
+
+    send_rate_bps: NDArray[np.float64]
+    loss: NDArray[np.float64]
+    total_s: NDArray[np.float64]
+    first_blast_s: NDArray[np.float64]
+    resend_s: NDArray[np.float64]
+    feedback_s: NDArray[np.float64]
+    n_resend: NDArray[np.float64]
+    rounds: NDArray[np.float64]
+    completes: NDArray[np.bool_]
+    total_bytes: int
+    file_size_bytes: int
+    packet_payload_bytes: int
+    header_bytes: int
+    propagation_delay_s: float
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form: lists (or scalars for 0-d), ``None`` where the transfer never
+        completes (and for an infinite ``loss``), ``rounds`` as integers; no infinity or
+        NaN anywhere."""
+        everywhere = np.ones(self.completes.shape, dtype=bool)
+        return {
+            "send_rate_bps": _json_array(self.send_rate_bps, everywhere),
+            "loss": _json_array(self.loss, everywhere),
+            "completes": self.completes.tolist(),
+            "total_s": _json_array(self.total_s, self.completes),
+            "first_blast_s": _json_array(self.first_blast_s, everywhere),
+            "resend_s": _json_array(self.resend_s, self.completes),
+            "feedback_s": _json_array(self.feedback_s, self.completes),
+            "n_resend": _json_array(self.n_resend, self.completes),
+            "rounds": _json_array(self.rounds, self.completes, integer=True),
+            "total_bytes": self.total_bytes,
+            "file_size_bytes": self.file_size_bytes,
+            "packet_payload_bytes": self.packet_payload_bytes,
+            "header_bytes": self.header_bytes,
+            "propagation_delay_s": self.propagation_delay_s,
+        }
+
+
+def transfer_time(
+    send_rate_bps: ArrayLike,
+    loss: ArrayLike,
+    file_size_bytes: int,
+    propagation_delay_s: float,
+    *,
+    packet_payload_bytes: int = DEFAULT_PACKET_PAYLOAD_BYTES,
+    header_bytes: int = DEFAULT_HEADER_BYTES,
+) -> TransferTime:
+    """RBUDP transfer time T(B_send) of one file (SPEC section 4), vectorised.
+
+    Parameters
+    ----------
+    send_rate_bps : float or array_like
+        Sending rates B_send (bit/s), finite and > 0.
+    loss : float or array_like
+        Loss probability l at each rate (dimensionless), >= 0 and not NaN; broadcast
+        against ``send_rate_bps``.  ``l >= 1`` (infinity included) means the transfer never
+        completes.
+    file_size_bytes : int
+        File size (bytes), a whole number >= 1.
+    propagation_delay_s : float
+        One-way propagation delay T_prop (s), finite and > 0.
+    packet_payload_bytes : int, default 1468
+        Payload per packet S_pkt (bytes), >= 1.
+    header_bytes : int, default 32
+        Overhead per packet (bytes), >= 0; S = file size + ceil(file size / S_pkt) * header.
+
+    Returns
+    -------
+    TransferTime
+        Total time and its three terms (s), ``n_resend``, ``rounds`` and the ``completes``
+        mask, with the broadcast shape of ``send_rate_bps`` and ``loss``.
+
+    Raises
+    ------
+    TransportParameterError
+        (a ``ValueError``) naming the parameter and the reason: a non-positive, infinite or
+        NaN rate, delay or size; a negative or NaN loss; shapes that do not broadcast.
+
+    Notes
+    -----
+    ``l = 0``: ``T = T_prop + S/B + S/(8 S_pkt B) + T_prop``.  ``0 < l < 1`` with
+    ``N_resend < 1`` (tiny loss) still sends one resend round of ``l * S`` bytes; the
+    second term then tends to 0 as ``l -> 0``, so T is continuous there.  As ``l -> 1``,
+    ``N_resend -> inf`` and T grows without bound; the sum of resent bytes uses its
+    closed form ``S l (1 - l^n) / (1 - l)``, so this costs nothing.
+
+    Examples
+    --------
+    >>> t = transfer_time([500e6, 1e9], [0.0, 0.01], 500_000_000, 0.1)
+    >>> t.completes.tolist(), t.rounds.tolist()
+    ([True, True], [1.0, 4.0])
+    """
+    rate = check.send_rates(send_rate_bps)
+    loss_arr = check.loss_values(loss)
+    delay = check.positive_real(propagation_delay_s, "propagation_delay_s", "s")
+    size = check.whole_number(file_size_bytes, "file_size_bytes", minimum=1)
+    payload = check.whole_number(packet_payload_bytes, "packet_payload_bytes", minimum=1)
+    header = check.whole_number(header_bytes, "header_bytes", minimum=0)
+    total_bytes = total_size_bytes(size, packet_payload_bytes=payload, header_bytes=header)
+    try:
+        rate_b, loss_b = np.broadcast_arrays(rate, loss_arr)
+    except ValueError:
+        raise TransportParameterError(
+            "loss",
+            f"shape {loss_arr.shape} does not broadcast against send_rate_bps {rate.shape}",
+        ) from None
+    shape = rate_b.shape
+    # The evaluation runs on flat copies: arithmetic on 0-d arrays yields numpy scalars,
+    # which cannot be masked in place, and broadcast views are read-only.
+    flat_rate = rate_b.ravel().copy()
+    flat_loss = loss_b.ravel().copy()
+    terms = _evaluate(flat_rate, flat_loss, float(total_bytes), float(payload), delay)
+    return TransferTime(
+        send_rate_bps=flat_rate.reshape(shape),
+        loss=flat_loss.reshape(shape),
+        total_s=terms.total_s.reshape(shape),
+        first_blast_s=terms.first_blast_s.reshape(shape),
+        resend_s=terms.resend_s.reshape(shape),
+        feedback_s=terms.feedback_s.reshape(shape),
+        n_resend=terms.n_resend.reshape(shape),
+        rounds=terms.rounds.reshape(shape),
+        completes=terms.completes.reshape(shape),
+        total_bytes=total_bytes,
+        file_size_bytes=size,
+        packet_payload_bytes=payload,
+        header_bytes=header,
+        propagation_delay_s=delay,
+    )
