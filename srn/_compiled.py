@@ -118,7 +118,7 @@ class CompiledNet:
             expr = self._expr(mult, field)
             if expr.constant is not None:
                 value = expr.constant
-                if value < 0 or value != int(value):
+                if not math.isfinite(value) or value < 0 or value != int(value):
                     raise NetDefinitionError(
                         f"arc multiplicity must be a non-negative integer, got {value!r}",
                         field=field,
@@ -141,9 +141,10 @@ class CompiledNet:
         rate = self._expr(t.rate if t.kind == "timed" else 0.0, f"{prefix}.rate")
         weight = self._expr(t.weight if t.kind == "immediate" else 1.0, f"{prefix}.weight")
         for expr, what in ((rate, "rate"), (weight, "weight")):
-            if expr.constant is not None and expr.constant < 0:
+            if expr.constant is not None and not 0 <= expr.constant < math.inf:
                 raise NetDefinitionError(
-                    f"{what} of transition {t.name!r} is negative ({expr.constant})",
+                    f"{what} of transition {t.name!r} must be finite and non-negative, "
+                    f"got {expr.constant}",
                     field=f"{prefix}.{what}",
                 )
         guard = None if t.guard is None else self._expr(t.guard, f"{prefix}.guard")

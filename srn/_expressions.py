@@ -98,6 +98,10 @@ class Columns:
             self._cache[place] = col
         return col
 
+    def subset(self, rows: NDArray[np.intp]) -> Columns:
+        """The same batch restricted to ``rows`` (indices into this batch)."""
+        return Columns(self._markings, rows if self._rows is None else self._rows[rows])
+
 
 _Evaluator = Callable[[Columns, Mapping[str, float]], Any]
 
@@ -361,7 +365,7 @@ class _Parser:
             return reduce
         if name == "if":
             cond, then, other = args
-            return lambda c, p: np.where(cond(c, p), then(c, p), other(c, p))
+            return _choose(cond, then, other)
         unary = {"abs": np.abs, "floor": np.floor, "ceil": np.ceil}[name]
         (arg,) = args
         return lambda c, p: unary(arg(c, p))
@@ -369,6 +373,26 @@ class _Parser:
 
 def _binary(op: Callable[[Any, Any], Any], left: _Evaluator, right: _Evaluator) -> _Evaluator:
     return lambda c, p: op(left(c, p), right(c, p))
+
+
+def _choose(cond: _Evaluator, then: _Evaluator, other: _Evaluator) -> _Evaluator:
+    # Each branch is evaluated only on the markings that select it, so that
+    # "if(#q > 0, 1 / #q, 0)" guards its division instead of failing at #q = 0.
+    def choose(c: Columns, p: Mapping[str, float]) -> Any:
+        chosen = np.broadcast_to(np.asarray(cond(c, p)) != 0, (c.n,))
+        out = np.empty(c.n)
+        for mask, branch in ((chosen, then), (~chosen, other)):
+            rows = np.flatnonzero(mask)
+            if len(rows) == c.n:
+                out[:] = branch(c, p)
+            elif len(rows):
+                try:
+                    out[rows] = branch(c.subset(rows), p)
+                except RowError as exc:
+                    raise RowError(exc.reason, int(rows[exc.row])) from None
+        return out
+
+    return choose
 
 
 def _as_float(fn: _Evaluator) -> _Evaluator:
@@ -425,8 +449,8 @@ def compile_expression(
     if not source.strip():
         raise ExpressionError("empty expression", text=source, field=field)
     names = frozenset(parameters)
-    parser = _Parser(source, places, names)
     try:
+        parser = _Parser(source, places, names)
         fn = parser.parse()
     except ExpressionError as exc:
         exc.field = field

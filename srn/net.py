@@ -323,8 +323,11 @@ class Net:
                 place_objs.append(Place(p["name"], p.get("tokens", 0)))
         else:
             raise NetDefinitionError("'places' must be an object or a list", field="places")
+        transition_items = data.get("transitions", [])
+        if not isinstance(transition_items, list | tuple):
+            raise NetDefinitionError("'transitions' must be a list", field="transitions")
         transitions = []
-        for i, t in enumerate(data.get("transitions", [])):
+        for i, t in enumerate(transition_items):
             if not isinstance(t, Mapping) or "name" not in t:
                 raise NetDefinitionError(
                     "each transition needs a 'name'", field=f"transitions[{i}]"

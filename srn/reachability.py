@@ -289,10 +289,13 @@ class _Explorer:
         start_prob = np.ones(len(start_ids)) if start.probability is None else start.probability
         start_map = (start.origin, start_ids, start_prob, len(self.starts))
 
-        src_chunks: list[NDArray[Any]] = []
-        dst_chunks: list[NDArray[Any]] = []
-        tid_chunks: list[NDArray[Any]] = []
-        prob_chunks: list[NDArray[Any] | None] = []
+        # Edges are filed by transition as they are found, so that the final arrays come
+        # out grouped without a global sort (which would hold three extra copies of them).
+        n_transitions = len(net.transitions)
+        by_transition: list[list[tuple[NDArray[Any], NDArray[Any], NDArray[Any] | None]]] = [
+            [] for _ in range(n_transitions)
+        ]
+        has_prob = False
         imm_src: list[NDArray[Any]] = []
         imm_tt: list[NDArray[Any]] = []
         imm_j: list[NDArray[Any]] = []
@@ -330,10 +333,19 @@ class _Explorer:
                 raise LimitExceededError(
                     "max_edges", self.limits.max_edges, n_edges, "CTMC transitions"
                 )
-            src_chunks.append(e_src.astype(np.int32))
-            dst_chunks.append(dst.astype(np.int32))
-            tid_chunks.append(all_tid[res.origin])
-            prob_chunks.append(res.probability)
+            e_tid = all_tid[res.origin]
+            order = np.argsort(e_tid, kind="stable")
+            bounds = np.searchsorted(e_tid[order], np.arange(n_transitions + 1))
+            has_prob = has_prob or res.probability is not None
+            for t_index in np.flatnonzero(np.diff(bounds)):
+                part = order[bounds[t_index] : bounds[t_index + 1]]
+                by_transition[t_index].append(
+                    (
+                        e_src[part].astype(np.int32),
+                        dst[part].astype(np.int32),
+                        None if res.probability is None else res.probability[part],
+                    )
+                )
             if len(res.imm_origin):
                 imm_src.append(all_src[res.imm_origin])
                 imm_tt.append(all_tid[res.imm_origin])
@@ -342,23 +354,21 @@ class _Explorer:
 
         markings = store[:n_states].copy()
         markings.flags.writeable = False
-        src_all = _cat(src_chunks, np.int32)
-        dst_all = _cat(dst_chunks, np.int32)
-        tid_all = _cat(tid_chunks, np.int32)
-        if any(p is not None for p in prob_chunks):
-            prob_all: NDArray[np.float64] | None = np.concatenate(
-                [
-                    np.ones(len(s)) if p is None else p
-                    for s, p in zip(src_chunks, prob_chunks, strict=True)
-                ]
-            )
-        else:
-            prob_all = None
-        # Group edges by transition so rates are evaluated one transition at a time.
-        order = np.argsort(tid_all, kind="stable")
-        src_all, dst_all, tid_all = src_all[order], dst_all[order], tid_all[order]
-        if prob_all is not None:
-            prob_all = prob_all[order]
+        src_all = np.empty(n_edges, dtype=np.int32)
+        dst_all = np.empty(n_edges, dtype=np.int32)
+        tid_all = np.empty(n_edges, dtype=np.int32)
+        prob_all = np.ones(n_edges) if has_prob else None
+        at = 0
+        for t_index, pieces in enumerate(by_transition):
+            for e_src, e_dst, e_prob in pieces:
+                stop = at + len(e_src)
+                src_all[at:stop] = e_src
+                dst_all[at:stop] = e_dst
+                tid_all[at:stop] = t_index
+                if prob_all is not None and e_prob is not None:
+                    prob_all[at:stop] = e_prob
+                at = stop
+            by_transition[t_index] = []
         vanishing: NDArray[np.int64] | list[int] = (
             np.unique(np.concatenate(vanishing_seen)) if vanishing_seen else []
         )
@@ -552,6 +562,9 @@ class ReachabilityGraph:
                 )
         if np.any(row < 0):
             raise NetDefinitionError("a marking cannot hold negative tokens")
+        if np.any(row > np.iinfo(MARKING_DTYPE).max):
+            # No reachable marking holds this many; the cast below would wrap it around.
+            raise KeyError(f"marking {self.net.marking_dict(row)} is not reachable")
         return row.astype(MARKING_DTYPE)
 
     def marking(self, state: int) -> dict[str, int]:
@@ -596,16 +609,20 @@ class ReachabilityGraph:
             ``Q[i, j]`` is the rate from state ``i`` to state ``j``; the diagonal
             holds minus the total outflow.
         """
-        rates = self.edge_rates()
         n = self.n_states
-        moving = self._src != self._dst
-        src, dst, val = self._src[moving], self._dst[moving], rates[moving]
+        src, dst, val = self._src, self._dst, self.edge_rates()
+        moving = src != dst
+        if not moving.all():
+            src, dst, val = src[moving], dst[moving], val[moving]
         out = np.bincount(src, weights=val, minlength=n)
         diag = np.arange(n, dtype=np.int32)
-        rows = np.concatenate([src, diag])
-        cols = np.concatenate([dst, diag])
-        vals = np.concatenate([val, -out])
-        q = sp.coo_array((vals, (rows, cols)), shape=(n, n)).tocsr()
+        q = sp.coo_array(
+            (
+                np.concatenate([val, -out]),
+                (np.concatenate([src, diag]), np.concatenate([dst, diag])),
+            ),
+            shape=(n, n),
+        ).tocsr()
         q.sum_duplicates()
         return q
 

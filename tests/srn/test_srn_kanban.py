@@ -1,0 +1,124 @@
+"""Ciardo & Tilgner's Kanban net (4 cells, 16 places), the standard state-space benchmark.
+
+References
+----------
+- G. Ciardo and M. Tilgner, "On the use of Kronecker operators for the solution of
+  generalized stochastic Petri nets", ICASE report 96-35, 1996: the net and its rates.
+- Reachable state counts 160, 4,600 and 58,400 for N = 1, 2, 3: the published counts
+  quoted in issue #2.  Transition counts 616, 28,120 and 446,400: the statistics table
+  of the PRISM Kanban case study (prismmodelchecker.org/casestudies/kanban.php).  For
+  N = 1 and 2 both are also recomputed here by a plain Python breadth-first search that
+  shares no code with the engine.
+- Throughput of in1 at N = 1: 0.0925846346333826, Storm's published value (issue #2).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import pytest
+
+from srn import Net, reachability_graph, steady_state, timed
+
+REDO = (0.36, 0.42, 0.39, 0.33)
+OK = (0.84, 0.98, 0.91, 0.77)
+
+
+def kanban_arcs():
+    """(name, rate, inputs, outputs) of the 16 transitions."""
+    arcs = [("in1", 1.0, {"kan1": 1}, {"m1": 1})]
+    for i in range(1, 5):
+        arcs += [
+            (f"redo{i}", REDO[i - 1], {f"m{i}": 1}, {f"back{i}": 1}),
+            (f"ok{i}", OK[i - 1], {f"m{i}": 1}, {f"out{i}": 1}),
+            (f"back{i}", 0.3, {f"back{i}": 1}, {f"m{i}": 1}),
+        ]
+    arcs += [
+        ("synch1_23", 0.4, {"out1": 1, "kan2": 1, "kan3": 1}, {"kan1": 1, "m2": 1, "m3": 1}),
+        ("synch23_4", 0.5, {"out2": 1, "out3": 1, "kan4": 1}, {"kan2": 1, "kan3": 1, "m4": 1}),
+        ("out4", 0.9, {"out4": 1}, {"kan4": 1}),
+    ]
+    return arcs
+
+
+def kanban_places(n: int) -> dict[str, int]:
+    places = {}
+    for i in range(1, 5):
+        places |= {f"kan{i}": n, f"m{i}": 0, f"back{i}": 0, f"out{i}": 0}
+    return places
+
+
+def kanban(n: int) -> Net:
+    return Net(
+        kanban_places(n),
+        [timed(name, rate, inputs=i, outputs=o) for name, rate, i, o in kanban_arcs()],
+    )
+
+
+def python_bfs(n: int) -> tuple[int, int]:
+    """States and distinct (source, target) pairs, by a dictionary-based search."""
+    names = list(kanban_places(n))
+    start = tuple(kanban_places(n).values())
+    moves = []
+    for _, _, inputs, outputs in kanban_arcs():
+        delta = [outputs.get(p, 0) - inputs.get(p, 0) for p in names]
+        need = [(names.index(p), k) for p, k in inputs.items()]
+        moves.append((need, delta))
+    seen = {start}
+    pairs = set()
+    todo = deque([start])
+    while todo:
+        s = todo.popleft()
+        for need, delta in moves:
+            if all(s[i] >= k for i, k in need):
+                t = tuple(x + d for x, d in zip(s, delta, strict=True))
+                pairs.add((s, t))
+                if t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+    return len(seen), len(pairs)
+
+
+@pytest.mark.parametrize(
+    ("n", "states", "edges"), [(1, 160, 616), (2, 4_600, 28_120), (3, 58_400, 446_400)]
+)
+def test_kanban_state_and_transition_counts(n, states, edges):
+    graph = reachability_graph(kanban(n))
+    assert graph.n_states == states
+    assert graph.n_edges == edges
+    Q = graph.generator()
+    # No two firings join the same pair of states, and none is a self-loop.
+    assert Q.nnz == edges + states
+    assert len(graph.dead_states) == 0
+    # Every marking keeps N tokens per cell: kan_i + m_i + back_i + out_i = N.
+    for i in range(1, 5):
+        cols = [graph.place_names.index(f"{p}{i}") for p in ("kan", "m", "back", "out")]
+        assert np.all(graph.markings[:, cols].sum(axis=1) == n)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_kanban_counts_agree_with_an_independent_search(n):
+    graph = reachability_graph(kanban(n))
+    assert (graph.n_states, graph.n_edges) == python_bfs(n)
+
+
+def test_kanban_n1_throughput_matches_storm():
+    graph = reachability_graph(kanban(1))
+    result = steady_state(graph.generator())
+    # Storm's published value; tolerance 1e-9 absolute (Storm prints 16 digits, its
+    # own default precision is looser than that).
+    assert graph.throughput(result.probabilities)["in1"] == pytest.approx(
+        0.0925846346333826, abs=1e-9
+    )
+    assert result.residual <= 1e-10
+    # Flow balance: in steady state the token flow into every place equals the flow
+    # out, i.e. the throughput-weighted incidence sums to zero place by place.
+    flows = graph.throughput(result.probabilities)
+    balance = dict.fromkeys(graph.place_names, 0.0)
+    for name, _, inputs, outputs in kanban_arcs():
+        for p, k in inputs.items():
+            balance[p] -= k * flows[name]
+        for p, k in outputs.items():
+            balance[p] += k * flows[name]
+    assert max(abs(v) for v in balance.values()) < 1e-13
