@@ -277,6 +277,7 @@ class CompiledNet:
                 f"{exc.reason} in {expr.text!r}",
                 transition=t.name,
                 marking=self.marking_dict(markings[row]),
+                field=f"transitions.{t.name}",
             ) from None
 
     def _multiplicity(
@@ -299,6 +300,7 @@ class CompiledNet:
                 f"got {values[i]!r}",
                 transition=t.name,
                 marking=self.marking_dict(markings[row]),
+                field=f"transitions.{t.name}",
             )
         return values.astype(np.int64)
 
@@ -363,6 +365,7 @@ class CompiledNet:
                 f"a place would hold more than {_MARKING_MAX} tokens",
                 transition=t.name,
                 marking=self.marking_dict(markings[i]),
+                field=f"transitions.{t.name}",
             )
         return succ.astype(MARKING_DTYPE)
 
