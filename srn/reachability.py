@@ -337,9 +337,9 @@ class _Explorer:
             order = np.argsort(e_tid, kind="stable")
             bounds = np.searchsorted(e_tid[order], np.arange(n_transitions + 1))
             has_prob = has_prob or res.probability is not None
-            for t_index in np.flatnonzero(np.diff(bounds)):
-                part = order[bounds[t_index] : bounds[t_index + 1]]
-                by_transition[t_index].append(
+            for found in np.flatnonzero(np.diff(bounds)):
+                part = order[bounds[found] : bounds[found + 1]]
+                by_transition[found].append(
                     (
                         e_src[part].astype(np.int32),
                         dst[part].astype(np.int32),
@@ -360,9 +360,9 @@ class _Explorer:
         prob_all = np.ones(n_edges) if has_prob else None
         at = 0
         for t_index, pieces in enumerate(by_transition):
-            for e_src, e_dst, e_prob in pieces:
-                stop = at + len(e_src)
-                src_all[at:stop] = e_src
+            for piece_src, e_dst, e_prob in pieces:
+                stop = at + len(piece_src)
+                src_all[at:stop] = piece_src
                 dst_all[at:stop] = e_dst
                 tid_all[at:stop] = t_index
                 if prob_all is not None and e_prob is not None:

@@ -34,10 +34,13 @@ __all__ = [
 
 # Below this many states a dense LAPACK solve beats sparse machinery on overhead.
 _DENSE_MAX = 300
-# Sparse LU is exact and quick on the long, thin chains of queues, but its fill-in
-# explodes on nets with many independent components (Kanban N=3 does not finish), so
-# beyond this size the Gauss-Seidel-preconditioned Krylov solver takes over.
-_DIRECT_MAX = 3_000
+# Banded LU is exact and quick on the long, thin chains of queues, but on nets with many
+# concurrent components no ordering keeps the band narrow (Kanban N=3 would not finish).
+# ``auto`` uses it when the fill (states x bandwidth) and the work (states x bandwidth^2)
+# of the reverse Cuthill-McKee order stay below these; the Gauss-Seidel-preconditioned
+# Krylov solver takes the rest.
+_DIRECT_FILL = 20_000_000
+_DIRECT_FLOPS = 500_000_000
 
 
 def _as_generator(Q: Any) -> sp.csr_array:
@@ -114,10 +117,15 @@ def steady_state(
     Q : sparse matrix or ndarray, shape (n, n)
         Generator matrix, rows summing to zero, rates in 1/s.
     method : {"auto", "dense", "direct", "iterative"}
-        ``auto`` picks dense LAPACK up to 300 states, sparse LU up to 3,000 and
-        Gauss-Seidel-preconditioned BiCGSTAB (GMRES if it stalls) beyond.
+        ``auto`` picks dense LAPACK up to 300 states, then banded sparse LU in a
+        reverse Cuthill-McKee order when its band is narrow (queues, birth-death
+        chains), and otherwise Gauss-Seidel-preconditioned BiCGSTAB (GMRES if it
+        breaks down).
     tol : float
         Target 1-norm residual relative to the largest rate, for the iterative solver.
+        The iterative solver bounds the absolute error of every probability through
+        the residual; only the dense and direct solvers also keep the relative accuracy
+        of probabilities far below ``tol``.
     max_iterations : int
         Iteration cap for the iterative solver.
     time_limit : float, optional
@@ -151,8 +159,14 @@ def steady_state(
     recurrent = classes[0]
     sub = Q if len(recurrent) == n else Q[recurrent][:, recurrent]
     m = sub.shape[0]
-    if method == "auto":
-        method = "dense" if m <= _DENSE_MAX else "direct" if m <= _DIRECT_MAX else "iterative"
+    order: NDArray[np.intp] | None = None
+    if method in ("auto", "direct") and m > _DENSE_MAX:
+        order, bandwidth = _banded_order(sub)
+        if method == "auto":
+            banded_cheap = m * bandwidth <= _DIRECT_FILL and m * bandwidth**2 <= _DIRECT_FLOPS
+            method = "direct" if banded_cheap else "iterative"
+    elif method == "auto":
+        method = "dense"
     iterations = 0
     if m == 1:
         x = np.ones(1)
@@ -163,7 +177,7 @@ def steady_state(
         b[-1] = 1.0
         x = la.solve(A, b, check_finite=False)
     elif method == "direct":
-        x = _reduced_direct(sub)
+        x = _banded_direct(sub, order if order is not None else np.arange(m))
     elif method == "iterative":
         x, iterations, method = _preconditioned_krylov(sub, tol, max_iterations, time_limit, start)
     else:
@@ -176,19 +190,34 @@ def steady_state(
     return SteadyState(pi, residual, method, iterations, n - m, seconds=time.perf_counter() - start)
 
 
-def _reduced_system(sub: sp.csr_array) -> tuple[sp.csc_array, NDArray[np.float64]]:
-    # Fix the last state's (unnormalised) probability at 1: the remaining equations of
-    # Q^T x = 0 form a nonsingular M-matrix system for an irreducible chain.
-    At = sp.csc_array(sub.T)
-    A = At[:-1, :-1]
-    b = -At[:-1, [-1]].toarray().ravel()
-    return sp.csc_array(A), b
+def _banded_order(sub: sp.csr_array) -> tuple[NDArray[np.intp], int]:
+    """A reverse Cuthill-McKee order of the states, and the bandwidth it leaves."""
+    pattern = sp.csr_array(abs(sub) + abs(sub.T))
+    order = csgraph.reverse_cuthill_mckee(pattern, symmetric_mode=True).astype(np.intp)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    coo = sub.tocoo()
+    return order, int(np.abs(rank[coo.row] - rank[coo.col]).max(initial=0))
 
 
-def _reduced_direct(sub: sp.csr_array) -> NDArray[np.float64]:
-    A, b = _reduced_system(sub)
-    x = spla.spsolve(A, b, permc_spec="COLAMD")
-    return np.append(x, 1.0)
+def _banded_direct(sub: sp.csr_array, order: NDArray[np.intp]) -> NDArray[np.float64]:
+    """Sparse LU of the balance equations in a banded order, without pivoting.
+
+    The last balance equation is replaced by the normalisation, a dense row that comes
+    last and so fills nothing.  No state is pinned, so probabilities spanning hundreds
+    of orders of magnitude (a long M/M/1/K tail) neither overflow nor lose accuracy.
+    The columns of ``Q^T`` are diagonally dominant, so Gaussian elimination on the
+    diagonal is stable and keeps the fill inside the band.
+    """
+    m = sub.shape[0]
+    At = sp.csr_array(sub[order][:, order].T)
+    A = sp.vstack([At[:-1], sp.csr_array(np.ones((1, m)))], format="csc")
+    lu = spla.splu(A, permc_spec="NATURAL", diag_pivot_thresh=0.0)
+    b = np.zeros(m)
+    b[-1] = 1.0
+    x = np.empty(m)
+    x[order] = lu.solve(b)
+    return x
 
 
 def _preconditioned_krylov(
@@ -202,8 +231,8 @@ def _preconditioned_krylov(
 
     One state is pinned to 1 and its equation replaced by that identity, which makes
     the system nonsingular without deleting a row and column of ``Q^T``.  The
-    preconditioner is a forward sweep of ``(D + L)``, compiled with Numba.  BiCGSTAB can break down; GMRES(50)
-    with the same preconditioner then finishes the job from where it stopped.
+    preconditioner is a forward sweep of ``(D + L)``, compiled with Numba.  BiCGSTAB can
+    break down; GMRES(50) with the same preconditioner then takes over.
     """
     from ._kernels import lower_solve
 
@@ -249,11 +278,13 @@ def _preconditioned_krylov(
                 A, b, x0=x, M=M, rtol=tol * 10.0**-attempt, atol=0.0, callback=callback
             )
         else:
+            # GMRES cannot break down; it restarts from zero the first time, because a
+            # BiCGSTAB breakdown can leave x where the Krylov space is poor.
             method = "gmres-gs"
             x, _ = spla.gmres(
                 A,
                 b,
-                x0=x,
+                x0=None if attempt == 2 else x,
                 M=M,
                 rtol=tol * 1e-2,
                 atol=0.0,
