@@ -1,1 +1,34 @@
-"""HTTP and command-line front ends for the effective-bottleneck-rate service."""
+"""HTTP and command-line front ends of blastrate.
+
+``app.main:app`` is the ASGI application, built by :func:`create_app` from
+:class:`Settings`; ``app.cli:main`` is the ``blastrate`` command line.  The two names are
+imported on first use, so that the command line starts without loading the web stack.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+try:
+    __version__ = version("blastrate")
+except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
+    __version__ = "0.0.0"
+
+if TYPE_CHECKING:
+    from .factory import create_app
+    from .settings import Settings
+
+__all__ = ["Settings", "__version__", "create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "create_app":
+        from .factory import create_app
+
+        return create_app
+    if name == "Settings":
+        from .settings import Settings
+
+        return Settings
+    raise AttributeError(f"module 'app' has no attribute {name!r}")

@@ -11,8 +11,9 @@ numbers already computed: no subtraction, so no cancellation, and the relative e
 grows at most linearly with ``K``.  The sliding window sum is kept subtraction-free too:
 with the states taken in blocks of ``N`` from the top, the window of state ``n`` is a
 prefix of the current block (a running sum) plus a suffix of the previous block (a
-reversed cumulative sum, formed once per block).  Each step is three vector operations
-over the rates, so the cost is O(K * rates) with a Python loop of K iterations.
+reversed cumulative sum, formed once per block).  The cost is O(K * rates): one compiled
+loop nest (:mod:`queues._fixed_kernel`) in the linear domain, a Python loop of K vector
+steps in the rarer log domain.
 
 When ``K`` is large and ``mu/lam`` is far from 1, ``pi(n)/pi(K)`` spans more than the
 double range; those rates are computed in the log domain (``logaddexp`` instead of ``+``)
@@ -75,33 +76,9 @@ def fixed_batch_distribution(
 
 
 def _linear(ratio: NDArray[np.float64], K: int, N: int) -> NDArray[np.float64]:
-    R = ratio.size
-    # Row d holds pi(K - d): the recursion runs in increasing d.
-    P = np.empty((K + 1, R))
-    P[0] = 1.0
-    last_served = K - N  # rows d <= last_served are states n >= N (service can start)
-    running = np.ones(R)  # sum of served rows of the current block so far
-    suffix: NDArray[np.float64] | None = None
-    window = np.empty(R)
-    for d in range(1, K + 1):
-        t = d % N
-        if t == 0:
-            block = P[d - N : d]
-            served = last_served - (d - N) + 1
-            if served < N:
-                block = block.copy()
-                block[max(served, 0) :] = 0.0
-            suffix = np.cumsum(block[::-1], axis=0)[::-1]
-            running[:] = 0.0
-        row = P[d]
-        if suffix is None:
-            np.multiply(ratio, running, out=row)
-        else:
-            np.add(running, suffix[t], out=window)
-            np.multiply(ratio, window, out=row)
-        if d <= last_served:
-            running += row
-    P = P[::-1]
+    from ._fixed_kernel import linear_recursion
+
+    P = linear_recursion(np.ascontiguousarray(ratio, dtype=np.float64), K, N)
     P /= P.sum(axis=0)
     return P
 

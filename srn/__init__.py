@@ -8,9 +8,26 @@ Define a :class:`Net` once, compile it, and solve it for many parameter values::
     graph = reachability_graph(net)
     pi = steady_state(graph.generator()).probabilities
     graph.expected_reward("#q", pi)
+
+The end-system model of the paper (SPEC sections 1-2) is built on it::
+
+    r = interrupt_service_time(Workload(cpu_tasks=2, io_tasks=1), "sx280-2007")
+    r.rate_per_s, r.quantiles_s, r.phase_type()
 """
 
 from ._compiled import CompiledNet, compile_net
+from .endsystem import (
+    DEFAULT_PROFILE,
+    HOST_PROFILES,
+    EndSystemOccupancy,
+    HostProfile,
+    InterruptServiceTime,
+    Workload,
+    end_system_nets,
+    end_system_state_count,
+    host_profile,
+    interrupt_service_time,
+)
 from .errors import (
     AbsorptionError,
     EvaluationError,
@@ -20,6 +37,7 @@ from .errors import (
     NotErgodicError,
     SRNError,
     VanishingLoopError,
+    WorkloadError,
 )
 from .net import Limits, Net, Place, Transition, immediate, timed
 from .reachability import ReachabilityGraph, reachability_graph
@@ -33,11 +51,16 @@ from .solvers import (
 )
 
 __all__ = [
+    "DEFAULT_PROFILE",
+    "HOST_PROFILES",
     "AbsorptionError",
     "AbsorptionTime",
     "CompiledNet",
+    "EndSystemOccupancy",
     "EvaluationError",
     "ExpressionError",
+    "HostProfile",
+    "InterruptServiceTime",
     "LimitExceededError",
     "Limits",
     "Net",
@@ -50,8 +73,14 @@ __all__ = [
     "TransientSolution",
     "Transition",
     "VanishingLoopError",
+    "Workload",
+    "WorkloadError",
     "compile_net",
+    "end_system_nets",
+    "end_system_state_count",
+    "host_profile",
     "immediate",
+    "interrupt_service_time",
     "reachability_graph",
     "steady_state",
     "time_to_absorption",

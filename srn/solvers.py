@@ -171,13 +171,18 @@ def steady_state(
     if m == 1:
         x = np.ones(1)
     elif method == "dense":
-        A = sub.toarray().T
-        A[-1, :] = 1.0
-        b = np.zeros(m)
-        b[-1] = 1.0
-        x = la.solve(A, b, check_finite=False)
+        x = _grassmann_taksar_heyman(sub.toarray())
     elif method == "direct":
         x = _banded_direct(sub, order if order is not None else np.arange(m))
+        if not _usable(x):
+            # The state eliminated last had a probability below the double range, so
+            # its pivot overflowed; eliminating from the other end of the band ends on
+            # the other extreme of the chain.
+            x = _banded_direct(sub, (order if order is not None else np.arange(m))[::-1])
+        if not _usable(x):
+            x, iterations, method = _preconditioned_krylov(
+                sub, tol, max_iterations, time_limit, start
+            )
     elif method == "iterative":
         x, iterations, method = _preconditioned_krylov(sub, tol, max_iterations, time_limit, start)
     else:
@@ -188,6 +193,37 @@ def steady_state(
     pi[recurrent] = x
     residual = float(np.abs(Q.T @ pi).sum())
     return SteadyState(pi, residual, method, iterations, n - m, seconds=time.perf_counter() - start)
+
+
+def _grassmann_taksar_heyman(Q: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Stationary vector of a small irreducible generator by GTH elimination.
+
+    States are censored out from the last: the rates of state k are redistributed to
+    the states below it in proportion to where k goes next, and the normaliser is the
+    *sum* of k's rates to them rather than ``-Q[k, k]``.  Every operation adds or
+    multiplies positive numbers, so even probabilities many orders of magnitude below
+    the largest keep full relative accuracy (Grassmann, Taksar and Heyman, Operations
+    Research 33(5), 1985).  O(n^3), for the few hundred states the dense path takes.
+    """
+    A = np.array(Q, dtype=np.float64)
+    np.fill_diagonal(A, 0.0)
+    n = A.shape[0]
+    for k in range(n - 1, 0, -1):
+        leave = A[k, :k].sum()
+        A[:k, k] /= leave
+        A[:k, :k] += np.outer(A[:k, k], A[k, :k])
+    x = np.zeros(n)
+    x[0] = 1.0
+    for k in range(1, n):
+        x[k] = x[:k] @ A[:k, k]
+    return x
+
+
+def _usable(x: NDArray[np.float64]) -> bool:
+    """Whether an unnormalised solution can be normalised (finite, with a finite sum)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(np.clip(x, 0.0, None).sum())
+    return bool(np.isfinite(x).all()) and math.isfinite(total) and total > 0.0
 
 
 def _banded_order(sub: sp.csr_array) -> tuple[NDArray[np.intp], int]:
@@ -293,7 +329,7 @@ def _preconditioned_krylov(
                 callback_type="pr_norm",
             )
         x = np.clip(x, 0.0, None)
-        if np.isfinite(x).all() and x.sum() > 0:
+        if _usable(x):
             residual = float(np.abs(At @ (x / x.sum())).sum())
             if residual <= tol * scale:
                 return x, count, method

@@ -14,6 +14,18 @@ minimises it given a vectorised loss model::
     )
     best.rate_bps, best.transfer_time_s, best.limited_by, best.curve
 
+The whole method -- end-system SRNs, NIC queue, transfer -- in one call::
+
+    from srn import Workload
+    from transport import workload_bottleneck_rate
+
+    r = workload_bottleneck_rate(
+        Workload(cpu_tasks=2, io_tasks=1), "sx280-2007",
+        file_size_bytes=500_000_000, propagation_delay_s=0.1,
+        nic_service="exponential",             # or "phase-type"
+    )
+    r.bottleneck.rate_bps, r.service.rate_per_s, r.queue_at_rate.loss_probability
+
 Conventions: S = file size + ceil(file size / S_pkt) * header bytes (32 by default),
 rounds = ceil(N_resend) + 1, loss >= 1 never completes (``completes`` False, ``None`` in
 ``to_dict()``), and the search is a deterministic global scan plus refinement to 0.1 Mbps.
@@ -21,6 +33,7 @@ rounds = ceil(N_resend) + 1, loss >= 1 never completes (``completes`` False, ``N
 
 from .bottleneck import BottleneckRate, LossFunction, TransferCurve, effective_bottleneck_rate
 from .errors import NoCompletingRateError, TransportParameterError
+from .pipeline import NicService, PipelineResult, workload_bottleneck_rate
 from .rbudp import (
     DEFAULT_HEADER_BYTES,
     DEFAULT_PACKET_PAYLOAD_BYTES,
@@ -34,11 +47,14 @@ __all__ = [
     "DEFAULT_PACKET_PAYLOAD_BYTES",
     "BottleneckRate",
     "LossFunction",
+    "NicService",
     "NoCompletingRateError",
+    "PipelineResult",
     "TransferCurve",
     "TransferTime",
     "TransportParameterError",
     "effective_bottleneck_rate",
     "total_size_bytes",
     "transfer_time",
+    "workload_bottleneck_rate",
 ]

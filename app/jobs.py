@@ -1,0 +1,37 @@
+"""Jobs that the worker pool runs: plain JSON data in, plain JSON data out.
+
+The fork server imports this module once (with NumPy, SciPy and the libraries), so every
+worker process it forks starts warm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .bottleneck import run_method
+from .nic import solve_nic_queue, transfer_time_curve
+from .srn_solve import SolveBudget, solve_srn
+
+__all__ = ["JOBS"]
+
+
+def _srn_job(payload: dict[str, Any]) -> dict[str, Any]:
+    return solve_srn(payload["request"], SolveBudget(**payload["budget"]))
+
+
+def _nic_job(payload: dict[str, Any]) -> dict[str, Any]:
+    return solve_nic_queue(payload["request"])
+
+
+def _transfer_job(payload: dict[str, Any]) -> dict[str, Any]:
+    return transfer_time_curve(payload["request"])
+
+
+#: Job name -> function run in a worker process.
+JOBS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "srn-solve": _srn_job,
+    "nic-queue": _nic_job,
+    "transfer-time": _transfer_job,
+    "method": run_method,
+}

@@ -1,0 +1,8 @@
+"""The ASGI application: ``uvicorn app.main:app``.
+
+Settings come from ``BLASTRATE_*`` environment variables (see :class:`app.Settings`).
+"""
+
+from .factory import create_app
+
+app = create_app()

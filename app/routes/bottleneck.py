@@ -1,0 +1,402 @@
+"""The effective bottleneck rate, the interrupt service time and the host profiles.
+
+``GET /bottleneck-rate`` is on the critical path of transfer tools, so it is lean: an
+``async`` handler (no thread-pool hop), a cache lookup on the normalised inputs, and on a
+miss the paper-sized model computed inline in a few milliseconds.  Only workloads whose
+chains are larger than ``inprocess_max_states`` go to the worker pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
+from starlette.responses import Response
+
+import srn
+
+from ..bottleneck import queue_cells, queue_work, resolve_inputs, run_method, state_count
+from ..cache import CachedBody
+from ..problems import FieldProblem, ProblemError, translated_errors
+from ..schemas import (
+    DEFAULT_PROFILE,
+    MAX_CORES,
+    MAX_DISKS,
+    MAX_NAME_CHARS,
+    MAX_PACKETS,
+    MAX_RATE,
+    MAX_TASKS,
+    MIN_BIT_RATE,
+    MIN_RATE,
+    BottleneckRateRequest,
+    BottleneckRateResult,
+    HostProfileModel,
+    ProfileList,
+    ServiceTimeRequest,
+    ServiceTimeResult,
+)
+from ..state import ServiceState, respond, service
+from ..units import QuantityError, parse_bitrate, parse_duration, parse_size
+from .common import NOT_MODIFIED, problem_responses
+
+router = APIRouter()
+
+# Library field -> query parameter of GET /bottleneck-rate.
+_QUERY_FIELDS = {
+    "tasks": "cpu_tasks",
+    "name": "profile",
+    "line_rate_bps": "line_rate",
+    "packet_payload_bytes": "packet_payload",
+    "file_size_bytes": "file_size",
+    "propagation_delay_s": "propagation_delay",
+    "loss": "profile",
+}
+# Library field -> body field of the POST endpoints.
+_BODY_FIELDS = {
+    **{f: f"workload.{f}" for f in ("cpu_tasks", "io_tasks", "cores", "disks")},
+    "tasks": "workload.cpu_tasks",
+    **{
+        f: f"host.{f}"
+        for f in (
+            "mu_io_cpu",
+            "mu_disk",
+            "mu_net",
+            "buffer_packets",
+            "coalesce_packets",
+            "line_rate_bps",
+            "packet_payload_bytes",
+            "profile",
+        )
+    },
+    "name": "host.profile",
+    "file_size_bytes": "transfer.file_size_bytes",
+    "propagation_delay_s": "transfer.propagation_delay_s",
+    "loss": "host",
+}
+
+
+async def _answer(
+    request: Request,
+    state: ServiceState,
+    function: str,
+    inputs: dict[str, Any],
+    options: dict[str, Any],
+    aliases: Mapping[str, str],
+    prefix: str,
+) -> Response:
+    key, entry = state.cached(function, [inputs, options])
+    if entry is not None:
+        _index(request, state, entry)
+        return respond(request, entry, hit=True)
+    limits = state.settings
+    states = state_count(inputs)
+    if states > limits.max_states:
+        raise ProblemError(
+            "limit-exceeded",
+            f"the workload's chain has {states} states; max_states={limits.max_states}",
+            [
+                FieldProblem(
+                    prefix + aliases.get("disks", "disks"),
+                    "the state count grows like io_tasks^disks / (disks!)^2",
+                    "max_states",
+                    limits.max_states,
+                    states,
+                )
+            ],
+        )
+    heavy = False
+    if "transfer" in inputs:
+        cells = queue_cells(inputs, states, int(options.get("curve_points", 200)))
+        if cells > limits.max_queue_cells:
+            raise ProblemError(
+                "limit-exceeded",
+                f"the NIC queue needs {cells} cells per loss evaluation; "
+                f"max_queue_cells={limits.max_queue_cells}",
+                [
+                    FieldProblem(
+                        prefix + aliases.get("buffer_packets", "buffer_packets"),
+                        "NIC buffer too large for this request",
+                        "max_queue_cells",
+                        limits.max_queue_cells,
+                        cells,
+                    )
+                ],
+            )
+        heavy = queue_work(inputs, states) > limits.inprocess_max_queue_work
+    payload = {
+        "function": function,
+        "inputs": inputs,
+        "options": options,
+        "aliases": dict(aliases),
+        "prefix": prefix,
+    }
+    if heavy or states > limits.inprocess_max_states:
+        body = await state.pool.run("method", payload, limits.solve_timeout_s, kind=function)
+    else:
+        # Paper-sized chains take a few milliseconds: computed inline, no thread hop.
+        body = state.timed(function, "process", lambda: run_method(payload))
+    entry = state.store(key, body)
+    _index(request, state, entry)
+    return respond(request, entry, hit=False)
+
+
+def _index(request: Request, state: ServiceState, entry: CachedBody) -> None:
+    """File a GET's raw query string in the index that the middleware answers from."""
+    if request.method == "GET":
+        state.query_index.put(request.url.path, request.scope["query_string"], entry)
+
+
+def _line_rate(text: str, field: str) -> float:
+    value = parse_bitrate(text, field)
+    if value < MIN_BIT_RATE:
+        raise QuantityError(field, f"a line rate must be at least {MIN_BIT_RATE:g} bit/s")
+    return value
+
+
+_SIZE_DOC = "bytes, or with a unit: `500MB`, `1.5GiB`, `1468B` (1 MB = 10^6 B)"
+
+
+@router.get(
+    "/bottleneck-rate",
+    operation_id="get_bottleneck_rate",
+    summary="The sending rate that minimises the transfer time (query string)",
+    tags=["bottleneck"],
+    response_model=BottleneckRateResult,
+    response_model_exclude_none=True,
+    responses={**NOT_MODIFIED, **problem_responses(422, 429)},
+)
+async def get_bottleneck_rate(
+    request: Request,
+    cpu_tasks: Annotated[
+        int, Query(ge=0, le=MAX_TASKS, description="C, CPU-bound tasks.", examples=[2])
+    ],
+    io_tasks: Annotated[
+        int, Query(ge=0, le=MAX_TASKS, description="I, I/O-bound tasks.", examples=[1])
+    ],
+    file_size: Annotated[
+        str,
+        Query(
+            min_length=1, max_length=64, description=f"File size: {_SIZE_DOC}.", examples=["500MB"]
+        ),
+    ],
+    propagation_delay: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=64,
+            description="One-way propagation delay: seconds, or `100ms`, `250us`, `0.1s`.",
+            examples=["100ms"],
+        ),
+    ],
+    profile: Annotated[
+        str, Query(min_length=1, max_length=MAX_NAME_CHARS, description="Host profile name.")
+    ] = DEFAULT_PROFILE,
+    cores: Annotated[int | None, Query(ge=1, le=MAX_CORES, description="m, cores.")] = None,
+    disks: Annotated[int | None, Query(ge=1, le=MAX_DISKS, description="d, disks.")] = None,
+    mu_io_cpu: Annotated[
+        float | None, Query(ge=MIN_RATE, le=MAX_RATE, description="Override (1/s).")
+    ] = None,
+    mu_disk: Annotated[
+        float | None, Query(ge=MIN_RATE, le=MAX_RATE, description="Override (1/s).")
+    ] = None,
+    mu_net: Annotated[
+        float | None, Query(ge=MIN_RATE, le=MAX_RATE, description="Override (1/s).")
+    ] = None,
+    buffer_packets: Annotated[
+        int | None, Query(ge=1, le=MAX_PACKETS, description="Override of K (packets).")
+    ] = None,
+    coalesce_packets: Annotated[
+        int | None, Query(ge=1, le=MAX_PACKETS, description="Override of N (packets).")
+    ] = None,
+    line_rate: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=64,
+            description="Override of the line rate: bit/s, or `950Mbps`, `10Gbps`.",
+            examples=["1Gbps"],
+        ),
+    ] = None,
+    packet_payload: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=64,
+            description=f"Override of S_pkt: {_SIZE_DOC}.",
+            examples=["1468"],
+        ),
+    ] = None,
+    nic_service: Annotated[
+        Literal["exponential", "phase-type"],
+        Query(description="NIC service model: exponential (the paper's) or phase-type."),
+    ] = "exponential",
+) -> Response:
+    """The effective bottleneck rate for a workload, in milliseconds: the RBUDP sending
+    rate in (0, line rate] that minimises the transfer time of the file into this host.
+
+    Human forms are accepted for `file_size`, `propagation_delay`, `line_rate` and
+    `packet_payload`; the answer's `inputs` gives every value in SI units, the
+    profile's included.  Send `If-None-Match` with a previous `ETag` to get 304."""
+    state = service(request)
+    with translated_errors(_QUERY_FIELDS, "query."):
+        inputs = resolve_inputs(
+            {
+                "cpu_tasks": cpu_tasks,
+                "io_tasks": io_tasks,
+                "cores": 1 if cores is None else cores,
+                "disks": 1 if disks is None else disks,
+            },
+            {
+                "profile": profile,
+                "mu_io_cpu": mu_io_cpu,
+                "mu_disk": mu_disk,
+                "mu_net": mu_net,
+                "buffer_packets": buffer_packets,
+                "coalesce_packets": coalesce_packets,
+                "line_rate_bps": None if line_rate is None else _line_rate(line_rate, "line_rate"),
+                "packet_payload_bytes": None
+                if packet_payload is None
+                else parse_size(packet_payload, "packet_payload"),
+            },
+            {
+                "file_size_bytes": parse_size(file_size, "file_size"),
+                "propagation_delay_s": parse_duration(propagation_delay, "propagation_delay"),
+            },
+            nic_service,
+        ).to_dict()
+    return await _answer(
+        request, state, "bottleneck", inputs, {"curve_points": 200}, _QUERY_FIELDS, "query."
+    )
+
+
+@router.post(
+    "/bottleneck-rate",
+    operation_id="compute_bottleneck_rate",
+    summary="The sending rate that minimises the transfer time (JSON body)",
+    tags=["bottleneck"],
+    response_model=BottleneckRateResult,
+    response_model_exclude_none=True,
+    responses=problem_responses(415, 422, 429),
+)
+async def post_bottleneck_rate(body: BottleneckRateRequest, request: Request) -> Response:
+    """The same answer as `GET /bottleneck-rate` from `workload`, `host` and `transfer`
+    objects in SI units, optionally with the curve T(B_send) and the interrupt
+    service-time distribution."""
+    state = service(request)
+    if body.curve_points > state.settings.max_curve_points:
+        raise _too_many("body.curve_points", state.settings.max_curve_points, body.curve_points)
+    if body.service_time_points > state.settings.max_curve_points:
+        raise _too_many(
+            "body.service_time_points", state.settings.max_curve_points, body.service_time_points
+        )
+    with translated_errors(_BODY_FIELDS, "body."):
+        inputs = resolve_inputs(
+            body.workload.model_dump(),
+            body.host.model_dump(),
+            body.transfer.model_dump(),
+            body.nic_service,
+        ).to_dict()
+    options = {
+        "curve_points": body.curve_points,
+        "include_curve": body.include_curve,
+        "include_service_time": body.include_service_time,
+        "service_time_points": body.service_time_points,
+    }
+    return await _answer(request, state, "bottleneck", inputs, options, _BODY_FIELDS, "body.")
+
+
+def _too_many(field: str, allowed: int, actual: int) -> ProblemError:
+    return ProblemError(
+        "limit-exceeded",
+        f"{field}={actual} exceeds max_curve_points={allowed}",
+        [FieldProblem(field, "too many points", "max_curve_points", allowed, actual)],
+    )
+
+
+@router.post(
+    "/workloads/service-time",
+    operation_id="compute_service_time",
+    summary="The interrupt service-time distribution of a workload",
+    tags=["planning"],
+    response_model=ServiceTimeResult,
+    response_model_exclude_none=True,
+    responses=problem_responses(415, 422, 429),
+)
+async def post_service_time(body: ServiceTimeRequest, request: Request) -> Response:
+    """The time the host takes to service one network interrupt (the tagged-customer
+    time to absorption of the paper's Fig. 1b): CDF, mean, variance, quantiles, the rate
+    mu = 1/mean, the steady-state occupancy of processor and disks and, on request, the
+    phase-type pair (alpha, T)."""
+    state = service(request)
+    limits = state.settings
+    if body.times_s is not None and len(body.times_s) > limits.max_time_points:
+        raise ProblemError(
+            "limit-exceeded",
+            f"{len(body.times_s)} times given; max_time_points={limits.max_time_points}",
+            [
+                FieldProblem(
+                    "body.times_s",
+                    "too many time points",
+                    "max_time_points",
+                    limits.max_time_points,
+                    len(body.times_s),
+                )
+            ],
+        )
+    if body.grid_points > limits.max_curve_points:
+        raise _too_many("body.grid_points", limits.max_curve_points, body.grid_points)
+    with translated_errors(_BODY_FIELDS, "body."):
+        inputs = resolve_inputs(body.workload.model_dump(), body.host.model_dump()).to_dict()
+    options = {
+        "times_s": body.times_s,
+        "grid_points": body.grid_points,
+        "quantiles": body.quantiles,
+        "include_phase_type": body.include_phase_type,
+    }
+    aliases = {**_BODY_FIELDS, "times": "times_s"}
+    return await _answer(request, state, "service-time", inputs, options, aliases, "body.")
+
+
+def _profile_dict(profile: srn.HostProfile) -> dict[str, Any]:
+    return profile.to_dict()
+
+
+@router.get(
+    "/profiles",
+    operation_id="list_profiles",
+    summary="The named host profiles",
+    tags=["profiles"],
+    response_model=ProfileList,
+    responses=problem_responses(),
+)
+async def list_profiles() -> JSONResponse:
+    """Every built-in host profile, in SI units, and the default's name."""
+    return JSONResponse(
+        {
+            "default": srn.DEFAULT_PROFILE,
+            "profiles": [_profile_dict(p) for _, p in sorted(srn.HOST_PROFILES.items())],
+        }
+    )
+
+
+@router.get(
+    "/profiles/{name}",
+    operation_id="get_profile",
+    summary="One host profile",
+    tags=["profiles"],
+    response_model=HostProfileModel,
+    responses=problem_responses(404),
+)
+async def get_profile(name: str) -> JSONResponse:
+    """The host profile called `name`: service rates (1/s), NIC buffer and coalescing
+    (packets), line rate (bit/s) and packet payload (bytes)."""
+    profile = srn.HOST_PROFILES.get(name)
+    if profile is None:
+        raise ProblemError(
+            "not-found",
+            f"no host profile {name[:64]!r}; known: {', '.join(sorted(srn.HOST_PROFILES))}",
+            [FieldProblem("path.name", "unknown profile")],
+        )
+    return JSONResponse(_profile_dict(profile))

@@ -1,0 +1,209 @@
+"""Capacity-planning endpoints: the NIC queue, the transfer-time curve, general SRNs."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import anyio.to_thread
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from ..nic import (
+    nic_queue_cells,
+    nic_queue_cost,
+    solve_nic_queue,
+    transfer_time_curve,
+    transfer_time_work,
+)
+from ..problems import FieldProblem, ProblemError
+from ..schemas import (
+    NicQueueRequest,
+    NicQueueResult,
+    SrnSolveRequest,
+    SrnSolveResult,
+    TransferTimeRequest,
+    TransferTimeResult,
+)
+from ..srn_solve import SolveBudget, SolveTooLarge, solve_srn
+from ..state import ServiceState, respond, service
+from .common import problem_responses
+
+router = APIRouter(tags=["planning"])
+
+# The bottleneck search scans 256 rates plus the plotting grid in one loss call.
+_SEARCH_SCAN = 256
+
+
+def over_limit(field: str, limit: str, allowed: float, actual: float, what: str) -> ProblemError:
+    """A ``limit-exceeded`` problem naming the field and the limit."""
+    return ProblemError(
+        "limit-exceeded",
+        f"{what}: {actual:g} exceeds {limit}={allowed:g}",
+        [FieldProblem(field, what, limit, allowed, actual)],
+    )
+
+
+async def _in_thread(state: ServiceState, kind: str, compute: Callable[[], Any]) -> Any:
+    """Run a bounded computation off the event loop, timing it."""
+    return await anyio.to_thread.run_sync(state.timed, kind, "process", compute)
+
+
+@router.post(
+    "/queues/nic",
+    operation_id="solve_nic_queue",
+    summary="Solve the NIC buffer queue over a list of rates",
+    response_model=NicQueueResult,
+    responses=problem_responses(415, 422, 429),
+)
+async def post_nic_queue(body: NicQueueRequest, request: Request) -> Response:
+    """Loss probability, throughput, occupancy and busy probability of the NIC's
+    M/M[N]/1/K bulk-service queue (or the general rule [a, b], or phase-type service),
+    one entry per rate."""
+    state = service(request)
+    limits = state.settings
+    payload = body.model_dump(mode="json")
+    rate_field = "send_rates_bps" if body.send_rates_bps is not None else "arrival_rates_pps"
+    n_rates = len(payload[rate_field])
+    if n_rates > limits.max_rates:
+        raise over_limit(f"body.{rate_field}", "max_rates", limits.max_rates, n_rates, "rates")
+    if body.buffer_packets > limits.max_buffer_packets:
+        raise over_limit(
+            "body.buffer_packets",
+            "max_buffer_packets",
+            limits.max_buffer_packets,
+            body.buffer_packets,
+            "NIC buffer",
+        )
+    cells = nic_queue_cells(payload)
+    if cells > limits.max_queue_cells:
+        raise over_limit(
+            f"body.{rate_field}", "max_queue_cells", limits.max_queue_cells, cells, "queue cells"
+        )
+    key, entry = state.cached("nic", payload)
+    hit = entry is not None
+    if entry is None:
+        if nic_queue_cost(payload) > limits.inprocess_max_queue_work:
+            result = await state.pool.run(
+                "nic-queue", {"request": payload}, limits.solve_timeout_s, kind="nic"
+            )
+        else:
+            result = await _in_thread(state, "nic", lambda: solve_nic_queue(payload))
+        entry = state.store(key, result)
+    return respond(request, entry, hit)
+
+
+@router.post(
+    "/transfer-time",
+    operation_id="compute_transfer_time",
+    summary="RBUDP transfer time over sending rates, for a loss model",
+    response_model=TransferTimeResult,
+    responses=problem_responses(415, 422),
+)
+async def post_transfer_time(body: TransferTimeRequest, request: Request) -> Response:
+    """The curve T(B_send) with its three terms and the rounds, for a constant loss, a
+    table of losses or the paper's NIC queue, and optionally the effective bottleneck rate
+    (the rate in (0, line rate] that minimises T)."""
+    state = service(request)
+    limits = state.settings
+    payload = body.model_dump(mode="json")
+    if body.send_rates_bps is not None and len(body.send_rates_bps) > limits.max_rates:
+        raise over_limit(
+            "body.send_rates_bps", "max_rates", limits.max_rates, len(body.send_rates_bps), "rates"
+        )
+    if body.curve_points > limits.max_curve_points:
+        raise over_limit(
+            "body.curve_points",
+            "max_curve_points",
+            limits.max_curve_points,
+            body.curve_points,
+            "curve points",
+        )
+    model = payload["loss_model"]
+    if model["kind"] == "table" and len(model["loss"]) > limits.max_rates:
+        raise over_limit(
+            "body.loss_model.loss", "max_rates", limits.max_rates, len(model["loss"]), "rates"
+        )
+    if model["kind"] == "nic-queue":
+        k = int(model["buffer_packets"])
+        if k > limits.max_buffer_packets:
+            raise over_limit(
+                "body.loss_model.buffer_packets",
+                "max_buffer_packets",
+                limits.max_buffer_packets,
+                k,
+                "NIC buffer",
+            )
+        rates = max(len(body.send_rates_bps or ()), _SEARCH_SCAN + body.curve_points)
+        if rates * (k + 1) > limits.max_queue_cells:
+            raise over_limit(
+                "body.loss_model.buffer_packets",
+                "max_queue_cells",
+                limits.max_queue_cells,
+                rates * (k + 1),
+                "queue cells per loss evaluation",
+            )
+    key, entry = state.cached("transfer", payload)
+    hit = entry is not None
+    if entry is None:
+        if transfer_time_work(payload) > limits.inprocess_max_queue_work:
+            result = await state.pool.run(
+                "transfer-time", {"request": payload}, limits.solve_timeout_s, kind="transfer"
+            )
+        else:
+            result = await _in_thread(state, "transfer", lambda: transfer_time_curve(payload))
+        entry = state.store(key, result)
+    return respond(request, entry, hit)
+
+
+@router.post(
+    "/srn/solve",
+    operation_id="solve_srn",
+    summary="Solve a general stochastic reward net",
+    response_model=SrnSolveResult,
+    responses=problem_responses(415, 422, 429),
+)
+async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
+    """Generate the tangible reachability graph of a posted SRN and solve its CTMC in
+    steady state, in transient at given times, or to absorption (time-to-absorption CDF,
+    mean, variance, quantiles).  Reports the state count and the residual or error bound.
+
+    Small chains are solved in the request's process; larger ones in a worker process
+    that is killed when the solve exceeds `solve_timeout_s`."""
+    state = service(request)
+    limits = state.settings
+    payload = body.model_dump(mode="json")
+    key, entry = state.cached("srn", payload)
+    hit = entry is not None
+    if entry is None:
+        full = SolveBudget(
+            max_states=limits.max_states,
+            max_edges=limits.max_edges,
+            max_transitions=limits.max_transitions,
+            max_places=limits.max_places,
+            max_expression_length=limits.max_expression_length,
+            max_time_points=limits.max_time_points,
+            max_distribution_states=limits.max_distribution_states,
+            time_limit_s=limits.solve_timeout_s,
+        )
+        small = dataclasses.replace(
+            full,
+            max_states=min(limits.inprocess_max_states, limits.max_states),
+            max_edges=min(50 * limits.inprocess_max_states, limits.max_edges),
+            max_work=limits.inprocess_max_work,
+            in_process=True,
+        )
+        try:
+            result = await _in_thread(state, "srn", lambda: solve_srn(payload, small))
+            result["solved_in"] = "process"
+        except SolveTooLarge:
+            result = await state.pool.run(
+                "srn-solve",
+                {"request": payload, "budget": dataclasses.asdict(full)},
+                limits.solve_timeout_s,
+                kind="srn",
+            )
+            result["solved_in"] = "worker-pool"
+        entry = state.store(key, result)
+    return respond(request, entry, hit)

@@ -1,0 +1,110 @@
+"""Service settings: every limit the API enforces, overridable by ``BLASTRATE_*`` variables.
+
+The defaults suit a 2-core host answering transfer tools in milliseconds while capacity
+planners post larger models.  Each limit is reported by name in the problem+json body of
+the request that reaches it, so the names here are part of the API.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+
+class Settings(BaseSettings):
+    """Limits and tuning of the HTTP service.
+
+    Every field can be set by an environment variable named ``BLASTRATE_`` plus the field
+    name in upper case, e.g. ``BLASTRATE_SOLVE_TIMEOUT_S=30``.
+
+    Examples
+    --------
+    >>> Settings(max_states=10_000).max_states
+    10000
+    """
+
+    model_config = SettingsConfigDict(env_prefix="BLASTRATE_", extra="ignore", frozen=True)
+
+    # -- request size --------------------------------------------------------------------
+    max_body_bytes: int = Field(
+        default=1_000_000, ge=1_024, description="Largest request body accepted (bytes)."
+    )
+    # -- SRN models ----------------------------------------------------------------------
+    max_states: int = Field(
+        default=200_000, ge=1, description="Tangible markings a posted SRN may reach (states)."
+    )
+    max_edges: int = Field(
+        default=5_000_000, ge=1, description="CTMC transitions a posted SRN may generate (edges)."
+    )
+    max_transitions: int = Field(default=500, ge=1, description="Transitions in a posted SRN.")
+    max_places: int = Field(default=500, ge=1, description="Places in a posted SRN.")
+    max_expression_length: int = Field(
+        default=500, ge=1, description="Characters in one expression (rate, guard, reward...)."
+    )
+    max_time_points: int = Field(
+        default=1_000, ge=1, description="Time points in a transient or absorption-time grid."
+    )
+    max_distribution_states: int = Field(
+        default=10_000, ge=0, description="Largest chain whose full distribution may be returned."
+    )
+    # -- solve time and the process pool ---------------------------------------------------
+    solve_timeout_s: float = Field(
+        default=10.0, gt=0, description="Wall time one solve may take before it is stopped (s)."
+    )
+    inprocess_max_states: int = Field(
+        default=2_000,
+        ge=0,
+        description="SRNs up to this many states are solved in the request's process; "
+        "larger ones go to the worker pool, where the time limit can stop them.",
+    )
+    inprocess_max_work: float = Field(
+        default=2e7,
+        ge=0,
+        description="Estimated sparse products (transient, absorption) above which even a "
+        "small chain goes to the worker pool.",
+    )
+    solve_workers: int = Field(
+        default=2, ge=1, le=64, description="Worker processes for large solves."
+    )
+    solve_queue: int = Field(
+        default=16,
+        ge=0,
+        description="Large solves that may wait for a worker before 429 is returned.",
+    )
+    # -- the NIC queue and the transfer curve ----------------------------------------------
+    max_rates: int = Field(
+        default=2_000, ge=1, description="Arrival or sending rates in one request."
+    )
+    max_buffer_packets: int = Field(
+        default=65_536, ge=1, description="Largest NIC buffer K (packets)."
+    )
+    max_queue_cells: int = Field(
+        default=16_000_000,
+        ge=1,
+        description="Rates times occupancy levels (x phases) one NIC queue evaluation may "
+        "hold in memory (8 bytes each).",
+    )
+    inprocess_max_queue_work: float = Field(
+        default=2e6,
+        ge=0,
+        description="Estimated NIC queue work (rates x levels, x phases^2 x batch for "
+        "phase-type service) above which a request goes to the worker pool.",
+    )
+    max_curve_points: int = Field(
+        default=5_000, ge=2, description="Points of a T(B_send) curve or of a CDF grid."
+    )
+    # -- cache ---------------------------------------------------------------------------
+    cache_entries: int = Field(default=4_096, ge=0, description="Results kept in the LRU cache.")
+    cache_bytes: int = Field(
+        default=64_000_000, ge=0, description="Total size of the cached response bodies (bytes)."
+    )
+    # -- start-up and logging ------------------------------------------------------------
+    warm_up: bool = Field(
+        default=True, description="Compile the default nets at start-up; /readyz waits for it."
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_json: bool = Field(default=True, description="One JSON object per log line.")

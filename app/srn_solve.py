@@ -1,0 +1,385 @@
+"""Solve a posted SRN: the work behind ``POST /srn/solve`` and ``blastrate solve``.
+
+:func:`solve_srn` takes the validated request as plain JSON data and returns the response
+as plain JSON data, so the same function runs in the request's process (small chains) and
+in a worker process of :class:`app.pool.SolvePool` (large ones, where the wall-time limit
+can stop it).  :class:`SolveTooLarge` tells the caller that a chain outgrew the in-process
+budget and must move to the pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+import srn
+
+from .problems import FieldProblem, ProblemError, problem_from_exception
+
+__all__ = ["SolveBudget", "SolveTooLarge", "solve_srn"]
+
+
+@dataclass(frozen=True)
+class SolveBudget:
+    """Limits one solve is held to.
+
+    Attributes
+    ----------
+    max_states, max_edges, max_transitions, max_places, max_expression_length : int
+        Model size limits (see :class:`srn.Limits`).
+    max_time_points : int
+        Entries of ``times``.
+    max_distribution_states : int
+        Largest chain whose distribution may be returned.
+    max_work : float or None
+        Estimated sparse matrix-vector work (products x non-zeros) above which
+        :class:`SolveTooLarge` is raised; None for no estimate (in the worker pool).
+    time_limit_s : float or None
+        Wall-time budget handed to the iterative steady-state solver.
+    in_process : bool
+        True when a ``max_states`` or ``max_edges`` overrun means "move to the pool"
+        rather than "too large".
+    """
+
+    max_states: int
+    max_edges: int
+    max_transitions: int
+    max_places: int
+    max_expression_length: int
+    max_time_points: int
+    max_distribution_states: int
+    max_work: float | None = None
+    time_limit_s: float | None = None
+    in_process: bool = False
+
+    def limits(self) -> srn.Limits:
+        """The engine's limits for this budget."""
+        return srn.Limits(
+            max_states=self.max_states,
+            max_edges=self.max_edges,
+            max_transitions=self.max_transitions,
+            max_places=self.max_places,
+            max_expression_length=self.max_expression_length,
+        )
+
+
+class SolveTooLarge(Exception):
+    """The chain outgrew the in-process budget; solve it in the worker pool."""
+
+
+def _expression_fields(request: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Every expression of the request with its dotted location."""
+    out: list[tuple[str, Any]] = []
+    for t in request["net"]["transitions"]:
+        where = f"net.transitions.{t['name']}"
+        out.append((f"{where}.rate", t.get("rate")))
+        out.append((f"{where}.weight", t.get("weight")))
+        out.append((f"{where}.guard", t.get("guard")))
+        for label in ("inputs", "outputs", "inhibitors"):
+            for place, mult in (t.get(label) or {}).items():
+                out.append((f"{where}.{label}.{place}", mult))
+    measures = request.get("measures") or {}
+    for group in ("rewards", "probabilities"):
+        for name, expr in (measures.get(group) or {}).items():
+            out.append((f"measures.{group}.{name}", expr))
+    out.append(("absorbing", request.get("absorbing")))
+    return out
+
+
+def _check_sizes(request: Mapping[str, Any], budget: SolveBudget) -> None:
+    """Request-level limits, reported with the field and the limit by name."""
+    for where, value in _expression_fields(request):
+        if isinstance(value, str) and len(value) > budget.max_expression_length:
+            raise ProblemError(
+                "limit-exceeded",
+                f"expression at {where} is {len(value)} characters long; "
+                f"max_expression_length={budget.max_expression_length}",
+                [
+                    FieldProblem(
+                        "body." + where,
+                        "expression too long",
+                        "max_expression_length",
+                        budget.max_expression_length,
+                        len(value),
+                    )
+                ],
+            )
+    times = request.get("times") or []
+    if len(times) > budget.max_time_points:
+        raise ProblemError(
+            "limit-exceeded",
+            f"{len(times)} times given; max_time_points={budget.max_time_points}",
+            [
+                FieldProblem(
+                    "body.times",
+                    "too many time points",
+                    "max_time_points",
+                    budget.max_time_points,
+                    len(times),
+                )
+            ],
+        )
+    if request.get("analysis") == "transient" and not times:
+        raise ProblemError(
+            "validation-error",
+            "a transient analysis needs a non-empty list of times",
+            [FieldProblem("body.times", "required for analysis 'transient'")],
+        )
+    grid = int(request.get("grid_points", 101))
+    if request.get("analysis") == "absorption" and not times and grid > budget.max_time_points:
+        raise ProblemError(
+            "limit-exceeded",
+            f"grid_points={grid} exceeds max_time_points={budget.max_time_points}",
+            [
+                FieldProblem(
+                    "body.grid_points", "too many", "max_time_points", budget.max_time_points, grid
+                )
+            ],
+        )
+    for name, n, limit in (
+        ("places", len(request["net"]["places"]), budget.max_places),
+        ("transitions", len(request["net"]["transitions"]), budget.max_transitions),
+    ):
+        if n > limit:
+            raise ProblemError(
+                "limit-exceeded",
+                f"the net has {n} {name}; max_{name}={limit}",
+                [FieldProblem(f"body.net.{name}", f"too many {name}", f"max_{name}", limit, n)],
+            )
+
+
+def _initial_arrays(
+    initial: Mapping[str, Any], place_names: tuple[str, ...]
+) -> tuple[np.ndarray, np.ndarray | None]:
+    index = {name: i for i, name in enumerate(place_names)}
+    rows = np.zeros((len(initial["markings"]), len(place_names)), dtype=np.int64)
+    for r, marking in enumerate(initial["markings"]):
+        for place, tokens in marking.items():
+            if place not in index:
+                raise ProblemError(
+                    "invalid-model",
+                    f"initial marking {r} names unknown place {place!r}",
+                    [FieldProblem(f"body.initial.markings[{r}].{place}", "unknown place")],
+                )
+            rows[r, index[place]] = tokens
+    probabilities = initial.get("probabilities")
+    if probabilities is not None and len(probabilities) != len(rows):
+        raise ProblemError(
+            "invalid-model",
+            f"{len(probabilities)} probabilities for {len(rows)} initial markings",
+            [FieldProblem("body.initial.probabilities", "one probability per marking")],
+        )
+    return rows, None if probabilities is None else np.asarray(probabilities, dtype=float)
+
+
+def _json(values: Any) -> Any:
+    """Numbers and arrays as JSON-safe Python values (non-finite -> None)."""
+    arr = np.asarray(values, dtype=float)
+    if arr.ndim == 0:
+        x = float(arr)
+        return x if np.isfinite(x) else None
+    obj = arr.astype(object)
+    obj[~np.isfinite(arr)] = None
+    return obj.tolist()
+
+
+def _measures(
+    graph: srn.ReachabilityGraph, probabilities: np.ndarray, spec: Mapping[str, Any]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "rewards": {
+            name: _json(graph.expected_reward(expr, probabilities))
+            for name, expr in (spec.get("rewards") or {}).items()
+        },
+        "probabilities": {
+            name: _json(graph.probability(expr, probabilities))
+            for name, expr in (spec.get("probabilities") or {}).items()
+        },
+        "mean_tokens": None,
+        "throughput": None,
+    }
+    if spec.get("mean_tokens", True):
+        out["mean_tokens"] = {k: _json(v) for k, v in graph.mean_tokens(probabilities).items()}
+    if spec.get("throughput", True):
+        out["throughput"] = {k: _json(v) for k, v in graph.throughput(probabilities).items()}
+    return out
+
+
+def _too_large(budget: SolveBudget, work: float) -> None:
+    if budget.max_work is not None and work > budget.max_work:
+        raise SolveTooLarge
+
+
+def _max_exit_rate(Q: sp.csr_array) -> float:
+    return float(np.max(-Q.diagonal())) if Q.shape[0] else 0.0
+
+
+def _api_field(field: str | None) -> str:
+    """The request field an engine error points at (the engine names net-relative paths)."""
+    if not field:
+        return "body.net"
+    head = field.split(".", 1)[0].split("[", 1)[0]
+    if head in ("places", "transitions", "parameters"):
+        return "body.net." + field
+    if head == "reward":
+        return "body.measures"
+    if head.startswith("initial"):
+        return "body.initial"
+    if head.startswith("max_") or head == "solve_seconds":
+        return "body.net"
+    return "body." + field
+
+
+@contextmanager
+def _engine_errors() -> Iterator[None]:
+    try:
+        yield
+    except srn.SRNError as exc:
+        problem = problem_from_exception(exc)
+        if problem is None:  # pragma: no cover - every SRNError translates
+            raise
+        for i, entry in enumerate(problem.errors):
+            problem.errors[i] = FieldProblem(
+                _api_field(getattr(exc, "field", None)),
+                entry.reason,
+                entry.limit,
+                entry.allowed,
+                entry.actual,
+            )
+        raise problem from exc
+
+
+def solve_srn(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]:
+    """Solve one ``POST /srn/solve`` request.
+
+    Parameters
+    ----------
+    request : dict
+        The validated request body (see :class:`app.schemas.SrnSolveRequest`).
+    budget : SolveBudget
+        Limits to apply.
+
+    Returns
+    -------
+    dict
+        The response body without ``solved_in`` (JSON-safe).
+
+    Raises
+    ------
+    SolveTooLarge
+        With an in-process budget, when the chain or the estimated work is over it.
+    ProblemError, srn.SRNError
+        On an invalid model or a limit reached.
+    """
+    _check_sizes(request, budget)
+    with _engine_errors():
+        return _solve(request, budget)
+
+
+def _solve(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]:
+    net = srn.Net.from_dict(request["net"])
+    compiled = srn.compile_net(net, budget.limits())
+    initial = request.get("initial")
+    starts, start_probabilities = (
+        _initial_arrays(initial, compiled.place_names) if initial else (None, None)
+    )
+    try:
+        graph = compiled.reachability_graph(
+            request.get("parameters") or None,
+            initial_markings=starts,
+            initial_probabilities=start_probabilities,
+        )
+    except srn.LimitExceededError as exc:
+        if budget.in_process and exc.limit in ("max_states", "max_edges"):
+            raise SolveTooLarge from exc
+        raise
+    Q = graph.generator()
+    analysis = request.get("analysis", "steady-state")
+    measures_spec = request.get("measures") or {}
+    result: dict[str, Any] = {
+        "analysis": analysis,
+        "n_states": graph.n_states,
+        "n_edges": graph.n_edges,
+        "n_vanishing": int(graph.n_vanishing),
+        "n_dead_states": len(graph.dead_states),
+        "n_absorbing_states": len(graph.absorbing_states),
+        "steady_state": None,
+        "transient": None,
+        "absorption": None,
+        "distribution": None,
+    }
+    want_distribution = (
+        request.get("include_distribution", False)
+        and graph.n_states <= budget.max_distribution_states
+    )
+    if analysis == "steady-state":
+        solution = srn.steady_state(Q, time_limit=budget.time_limit_s)
+        pi = solution.probabilities
+        result["steady_state"] = {
+            "residual": float(solution.residual),
+            "method": solution.method,
+            "iterations": int(solution.iterations),
+            "measures": _measures(graph, pi, measures_spec),
+        }
+        distribution: Any = pi
+    elif analysis == "transient":
+        times = np.asarray(request["times"], dtype=float)
+        _too_large(budget, _max_exit_rate(Q) * float(times.max(initial=0.0)) * max(Q.nnz, 1))
+        sol = srn.transient(Q, times, graph.initial_distribution)
+        result["transient"] = {
+            "times": sol.times.tolist(),
+            "error_bound": _json(sol.error_bound),
+            "method": sol.method,
+            "measures": _measures(graph, sol.probabilities, measures_spec),
+        }
+        distribution = sol.probabilities
+    else:
+        absorbing: Any = None
+        condition = request.get("absorbing")
+        if condition is not None:
+            absorbing = graph.reward(condition) != 0
+        levels = [float(q) for q in request.get("quantiles", (0.5, 0.9, 0.99))]
+        grid = request.get("times")
+        if budget.max_work is not None:
+            # The survival series is summed up to the largest time asked for; by Markov's
+            # inequality a quantile p lies below mean / (1 - p).  The mean costs one solve.
+            probe = srn.time_to_absorption(
+                Q, graph.initial_distribution, absorbing=absorbing, times=[0.0], quantiles=()
+            )
+            top = max([*levels, 0.999 if grid is None else 0.0])
+            horizon = max(max(grid or [0.0]), probe.mean / (1.0 - top))
+            _too_large(budget, _max_exit_rate(Q) * horizon * max(Q.nnz, 1))
+        sol_abs = srn.time_to_absorption(
+            Q,
+            graph.initial_distribution,
+            absorbing=absorbing,
+            times=grid,
+            quantiles=levels,
+            grid_points=int(request.get("grid_points", 101)),
+        )
+        result["absorption"] = {
+            "mean_s": float(sol_abs.mean),
+            "variance_s2": float(sol_abs.variance),
+            "quantiles": [
+                {"level": level, "seconds": float(value)}
+                for level, value in sol_abs.quantiles.items()
+            ],
+            "times_s": sol_abs.times.tolist(),
+            "cdf": _json(sol_abs.cdf),
+            "atom": float(sol_abs.atom),
+            "n_transient_states": len(sol_abs.transient_states),
+            "error_bound": float(sol_abs.error_bound),
+        }
+        distribution = None
+    if want_distribution and distribution is not None:
+        result["distribution"] = {
+            "place_names": list(graph.place_names),
+            "markings": graph.markings.tolist(),
+            "probabilities": _json(distribution),
+        }
+    return result

@@ -1,0 +1,202 @@
+"""Latency and throughput of the HTTP service on loopback.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/service_latency.py            # 2,000 requests per phase
+    .venv/bin/python benchmarks/service_latency.py -n 500     # quicker
+
+It starts ``uvicorn app.main:app`` (one worker, default settings, JSON access logs to
+/dev/null) on a free loopback port, waits for ``/readyz``, then measures in the same run,
+over one keep-alive connection, one request at a time:
+
+* ``GET /healthz``: the floor (HTTP stack, middleware, logging, metrics);
+* ``GET /bottleneck-rate`` uncached: every request a distinct workload (C, I, m) of paper
+  size (I <= 3), with distinct file sizes and delays, so the whole method runs each time;
+* ``GET /bottleneck-rate`` cached: one workload, repeated (served from the result cache).
+
+It prints p50, p99 and mean latency and requests/s for each, and the ratios against
+``/healthz``.  Targets (issue #6): uncached p50 within 3x of the ``/healthz`` p50; cached
+throughput at least 80 % of the ``/healthz`` throughput.  Figures only: nothing is asserted.
+The client is the standard library's ``http.client`` (cheaper per request than httpx, so
+the figures are the server's); client and server share the machine's cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(port: int, log_level: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "BLASTRATE_LOG_LEVEL": log_level}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "app.main:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def wait_ready(port: int, server: subprocess.Popen[bytes], timeout: float = 120.0) -> float:
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with status {server.returncode}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/readyz")
+            if conn.getresponse().status == 200:
+                conn.close()
+                return time.perf_counter() - start
+            conn.close()
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit("the server did not become ready")
+
+
+def measure(conn: http.client.HTTPConnection, paths: list[str]) -> dict[str, float]:
+    """Send the requests one after another; latency of each, and requests/s overall."""
+    latencies = []
+    start = time.perf_counter()
+    for path in paths:
+        t0 = time.perf_counter()
+        conn.request("GET", path)
+        response = conn.getresponse()
+        body = response.read()
+        latencies.append(time.perf_counter() - t0)
+        if response.status != 200:
+            raise SystemExit(f"{path}: {response.status} {body[:200]!r}")
+    elapsed = time.perf_counter() - start
+    latencies.sort()
+    return {
+        "p50_ms": 1e3 * statistics.median(latencies),
+        "p99_ms": 1e3 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+        "mean_ms": 1e3 * statistics.fmean(latencies),
+        "rps": len(paths) / elapsed,
+    }
+
+
+def bottleneck_path(cpu: int, io: int, size: int, delay_ms: float, cores: int = 1) -> str:
+    query = {
+        "cpu_tasks": cpu,
+        "io_tasks": io,
+        "cores": cores,
+        "file_size": str(size),
+        "propagation_delay": f"{delay_ms}ms",
+    }
+    return "/bottleneck-rate?" + urlencode(query)
+
+
+def distinct_workload(k: int) -> str:
+    """Request k of the uncached phase: a workload no other request has.
+
+    Paper-sized shapes (I = 0..3 I/O-bound tasks, one disk, so the nets compiled at
+    start-up are reused, as in service), but every (C, I, m) triple is different, so
+    neither the result cache nor any per-workload intermediate result can be reused; the
+    file size and delay vary too.
+    """
+    cpu, io, cores = 1 + k % 100, (k // 100) % 4, 1 + k // 400
+    return bottleneck_path(cpu, io, 500_000_000 + 1_000 * k, 50.0 + k % 100, cores)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", "--requests", type=int, default=2_000, help="per phase")
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=("debug", "info", "warning"),
+        help="server log level (info: one JSON access line per request, as deployed)",
+    )
+    args = parser.parse_args()
+    n = args.requests
+
+    port = free_port()
+    server = start_server(port, args.log_level)
+    try:
+        ready_s = wait_ready(port, server)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        # Warm the connection and the interpreter's paths (not measured).
+        measure(conn, ["/healthz"] * 200)
+        measure(conn, [bottleneck_path(2, 1, 400_000_000 + k, 50.0) for k in range(50)])
+
+        health = measure(conn, ["/healthz"] * n)
+        # Distinct workloads: the paper's grid, each with its own file size and delay, so
+        # no two requests share a cache key.
+        uncached_paths = [distinct_workload(k) for k in range(n)]
+        uncached = measure(conn, uncached_paths)
+        cached_path = bottleneck_path(2, 1, 500_000_000, 100.0)
+        measure(conn, [cached_path])  # fill the cache entry
+        cached = measure(conn, [cached_path] * n)
+        conn.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    print(f"python {platform.python_version()}, {os.cpu_count()} cores, {platform.machine()}")
+    print(
+        f"uvicorn app.main:app, 1 worker, log level {args.log_level}; ready after {ready_s:.2f} s"
+    )
+    print(f"{n} sequential requests per phase over one keep-alive connection\n")
+    print(f"{'endpoint':<34}{'p50 ms':>9}{'p99 ms':>9}{'mean ms':>9}{'req/s':>9}")
+    for name, row in (
+        ("GET /healthz", health),
+        ("GET /bottleneck-rate (uncached)", uncached),
+        ("GET /bottleneck-rate (cached)", cached),
+    ):
+        print(
+            f"{name:<34}{row['p50_ms']:>9.3f}{row['p99_ms']:>9.3f}{row['mean_ms']:>9.3f}"
+            f"{row['rps']:>9.0f}"
+        )
+    p50_ratio = uncached["p50_ms"] / health["p50_ms"]
+    rps_ratio = cached["rps"] / health["rps"]
+    print()
+    print(f"uncached p50 / healthz p50      = {p50_ratio:.2f}  (target <= 3)")
+    print(f"cached req/s / healthz req/s    = {rps_ratio:.2f}  (target >= 0.80)")
+    print(
+        json.dumps(
+            {
+                "healthz": health,
+                "uncached": uncached,
+                "cached": cached,
+                "uncached_p50_ratio": p50_ratio,
+                "cached_rps_ratio": rps_ratio,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

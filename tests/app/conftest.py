@@ -1,0 +1,83 @@
+"""Fixtures for the HTTP service tests: apps with small limits, clients, a live server."""
+
+from __future__ import annotations
+
+import socket
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from app import Settings, create_app
+
+# Starlette's TestClient on httpx warns (once, at import) that it prefers httpx2; it works.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=".*httpx2.*")
+    from fastapi.testclient import TestClient
+
+#: Limits small enough for the tests to reach them cheaply.
+TEST_SETTINGS: dict[str, Any] = {
+    "warm_up": False,
+    "log_level": "warning",
+    "solve_workers": 1,
+    "max_body_bytes": 20_000,
+    "max_states": 5_000,
+    "max_expression_length": 200,
+    "inprocess_max_states": 50,
+}
+
+
+@pytest.fixture
+def make_client() -> Iterator[Callable[..., TestClient]]:
+    """Build clients on apps with :data:`TEST_SETTINGS` plus overrides; closed after."""
+    clients: list[TestClient] = []
+
+    def make(**overrides: Any) -> TestClient:
+        client = TestClient(create_app(Settings(**{**TEST_SETTINGS, **overrides})))
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[TestClient]:
+    """A client on an app with the test limits (one per test module)."""
+    with TestClient(create_app(Settings(**TEST_SETTINGS))) as c:
+        yield c
+
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def check_problem(response: Any, status: int) -> dict[str, Any]:
+    """Assert that ``response`` is a problem+json with ``status`` and return its body."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    for member in ("type", "title", "status", "detail", "instance", "errors"):
+        assert member in body, member
+    assert body["status"] == status
+    assert body["type"].startswith("/problems/")
+    assert body["request_id"] == response.headers["x-request-id"]
+    return body
+
+
+@pytest.fixture
+def problem_of() -> Callable[[Any, int], dict[str, Any]]:
+    """:func:`check_problem`, as a fixture."""
+    return check_problem
+
+
+@pytest.fixture
+def unused_port() -> int:
+    """A loopback TCP port that nothing listens on right now."""
+    return free_port()

@@ -1,0 +1,61 @@
+"""The bounded LRU of encoded results and its ETags."""
+
+from __future__ import annotations
+
+import hashlib
+
+from app.cache import ResultCache, cache_key, etag_matches
+
+
+def test_lru_evicts_the_least_recently_used() -> None:
+    cache = ResultCache(max_entries=2, max_bytes=10_000)
+    cache.put("a", b"1")
+    cache.put("b", b"2")
+    assert cache.get("a") is not None  # "a" is now the most recently used
+    cache.put("c", b"3")
+    assert cache.get("b") is None
+    assert cache.get("a") is not None and cache.get("c") is not None
+    assert len(cache) == 2
+
+
+def test_total_bytes_stay_bounded() -> None:
+    cache = ResultCache(max_entries=1_000, max_bytes=1_000)
+    for i in range(100):
+        cache.put(str(i), bytes(200))
+    assert cache.size_bytes <= 1_000
+    assert len(cache) == 5
+
+
+def test_a_body_over_a_quarter_of_the_budget_is_served_but_not_kept() -> None:
+    cache = ResultCache(max_entries=10, max_bytes=1_000)
+    entry = cache.put("big", bytes(300))
+    assert entry.body == bytes(300)
+    assert cache.get("big") is None
+
+
+def test_etag_is_a_hash_of_the_body() -> None:
+    cache = ResultCache(max_entries=10, max_bytes=1_000)
+    body = b'{"x":1}'
+    entry = cache.put("k", body)
+    assert entry.etag == '"' + hashlib.blake2b(body, digest_size=16).hexdigest() + '"'
+    assert ResultCache(1, 1_000).put("other key", body).etag == entry.etag
+
+
+def test_key_is_canonical() -> None:
+    assert cache_key("k", {"a": 1, "b": [1, 2]}) == cache_key("k", {"b": [1, 2], "a": 1})
+    assert cache_key("k", {"a": 1}) != cache_key("j", {"a": 1})
+
+
+def test_if_none_match_forms() -> None:
+    assert etag_matches('"x"', '"x"')
+    assert etag_matches('W/"x"', '"x"')
+    assert etag_matches('"y", "x"', '"x"')
+    assert etag_matches("*", '"x"')
+    assert not etag_matches('"y"', '"x"')
+    assert not etag_matches("", '"x"')
+
+
+def test_disabled_cache_keeps_nothing() -> None:
+    cache = ResultCache(max_entries=0, max_bytes=1_000)
+    cache.put("k", b"1")
+    assert cache.get("k") is None
