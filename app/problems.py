@@ -350,8 +350,7 @@ def problem_from_exception(
         return ProblemError(
             "invalid-parameter", f"{field_name}: {why}", [FieldProblem(field_name, why)]
         )
-    workload_error = getattr(srn, "WorkloadError", None)
-    if workload_error is not None and isinstance(exc, workload_error):
+    if isinstance(exc, srn.WorkloadError):
         field_name = where(getattr(exc, "field", None), "workload")
         limit = getattr(exc, "limit", None)
         entry = FieldProblem(
