@@ -525,6 +525,29 @@ class ReachabilityGraph:
         """Number of timed firings between tangible markings (self-loops included)."""
         return len(self._src)
 
+    @property
+    def edges(self) -> tuple[NDArray[np.int32], NDArray[np.int32]]:
+        """Source and target state of every edge, in the order of :meth:`edge_rates`.
+
+        Edges are grouped by transition; a firing that ends in vanishing markings gives
+        one edge per tangible marking reached.  The arrays are read-only views.
+        """
+        src, dst = self._src.view(), self._dst.view()
+        src.flags.writeable = dst.flags.writeable = False
+        return src, dst
+
+    @property
+    def start_states(self) -> tuple[NDArray[np.intp], NDArray[np.int64], NDArray[np.float64]]:
+        """Where each initial marking starts the chain: ``(initial, state, probability)``.
+
+        Row ``r`` says that initial marking ``initial[r]`` (an index into the markings
+        the graph was built from) leads to tangible ``state[r]`` with ``probability[r]``;
+        a tangible initial marking has one row with probability 1, a vanishing one a
+        row per tangible marking its immediate transitions can reach.
+        """
+        origin, ids, prob, _ = self._start_map
+        return origin, ids, prob
+
     def index(self, marking: Mapping[str, int] | ArrayLike) -> int:
         """State index of a tangible marking.
 

@@ -8,8 +8,17 @@ import math
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
-from srn import Net, NetDefinitionError, compile_net, reachability_graph, steady_state, timed
+from srn import (
+    Net,
+    NetDefinitionError,
+    compile_net,
+    immediate,
+    reachability_graph,
+    steady_state,
+    timed,
+)
 
 
 def ring(places: int, tokens: int) -> Net:
@@ -104,3 +113,42 @@ def test_marking_lookup_validation():
         graph.index([1, 0])
     with pytest.raises(NetDefinitionError):
         graph.index({"s0": -1})
+
+
+def test_edges_and_rates_rebuild_the_generator():
+    """The public edge list with edge_rates() reproduces generator() exactly."""
+    net = Net(
+        {"q": 0, "r": 0},
+        [
+            timed("arrive", 1.5, outputs={"q": 1}, inhibitors={"q": 4}),
+            timed("move", "0.5 * #q", inputs={"q": 1}, outputs={"r": 1}, inhibitors={"r": 3}),
+            timed("leave", 2.0, inputs={"r": 1}),
+        ],
+    )
+    graph = reachability_graph(net)
+    src, dst = graph.edges
+    assert len(src) == graph.n_edges
+    with pytest.raises(ValueError):
+        src[0] = 1
+    off = sp.coo_array((graph.edge_rates(), (src, dst)), shape=(graph.n_states,) * 2).toarray()
+    np.fill_diagonal(off, 0.0)
+    np.fill_diagonal(off, -off.sum(axis=1))
+    np.testing.assert_array_equal(off, graph.generator().toarray())
+
+
+def test_start_states_split_a_vanishing_initial_marking_by_weight():
+    """A vanishing start resolved by weights 1:3 starts in two tangible states (hand-derived)."""
+    net = Net(
+        {"p": 1, "a": 0, "b": 0},
+        [
+            immediate("to_a", inputs={"p": 1}, outputs={"a": 1}, weight=1.0),
+            immediate("to_b", inputs={"p": 1}, outputs={"b": 1}, weight=3.0),
+            timed("reset_a", 1.0, inputs={"a": 1}, outputs={"p": 1}),
+            timed("reset_b", 1.0, inputs={"b": 1}, outputs={"p": 1}),
+        ],
+    )
+    graph = reachability_graph(net)
+    initial, state, probability = graph.start_states
+    assert list(initial) == [0, 0]
+    got = {graph.marking(int(s))["a"]: float(p) for s, p in zip(state, probability, strict=True)}
+    assert got == pytest.approx({1: 0.25, 0: 0.75}, abs=1e-15)
