@@ -638,8 +638,7 @@ class _Shape:
         self.n_states = n
         self.io_at_cpu = marks[:, 0].astype(float)
         self.busy_disks = np.count_nonzero(marks[:, 1:], axis=1).astype(float)
-        # Edges of the graphs (engine internals: same package, read-only).
-        a_src, a_dst = self.graph_a._src.astype(np.intp), self.graph_a._dst.astype(np.intp)
+        a_src, a_dst = (e.astype(np.intp) for e in self.graph_a.edges)
         self.a_moving = np.flatnonzero(a_src != a_dst)
         self.a_src, self.a_dst = a_src[self.a_moving], a_dst[self.a_moving]
         self.balance_a = _DetailedBalance(self.a_src, self.a_dst, n)
@@ -659,13 +658,13 @@ class _Shape:
         pos = np.full(graph_b.n_states, -1, dtype=np.intp)
         pos[self.transient] = np.arange(nt)
         # Which Fig. 1a state each transient state starts from (the starts are tangible).
-        origin, ids, _, _ = graph_b._start_map
+        origin, ids, _ = graph_b.start_states
         self.b_from_a = np.empty(nt, dtype=np.intp)
         self.b_from_a[pos[ids]] = origin
         assert np.array_equal(
             graph_b.markings[self.transient, : marks.shape[1]], marks[self.b_from_a]
         )
-        b_src, b_dst = graph_b._src.astype(np.intp), graph_b._dst.astype(np.intp)
+        b_src, b_dst = (e.astype(np.intp) for e in graph_b.edges)
         self.b_exit = np.flatnonzero(b_dst == absorbed[0])
         self.b_exit_row = pos[b_src[self.b_exit]]
         self.b_inner = np.flatnonzero((b_dst != absorbed[0]) & (b_src != b_dst))
