@@ -22,8 +22,8 @@ Back-substitution runs up: level ``n`` is entered from below only by arrivals, s
 ``pi_n (diag(out_n) - W_n) = lam * pi_{n-1}``, solved with the stored GTH reduction (again
 only positive terms).  Every level is rescaled to sum 1 with its log-scale kept, and all
 rates are first divided by ``lam + max|T_kk|``, so very large or very small ``lam/mu``
-neither overflow nor underflow.  The work is O(K * (m^3 + m^2 N)) per rate, as array
-operations over all the rates at once (a Python loop over levels and phases only).
+neither overflow nor underflow.  The work is O(K * (m^3 + m^2 N)) per rate, in loops
+compiled by Numba (:mod:`queues._levels_kernel`), one rate at a time.
 """
 
 from __future__ import annotations
@@ -32,12 +32,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = ["fixed_batch_phase_type"]
-
-# Rates are processed in chunks so that the stored level matrices stay below this many
-# float64 values (~64 MB).
-_CHUNK_VALUES = 8_000_000
-# Floor for divisors and logarithms (a rate or mass that underflowed to zero).
-_TINY = float(np.finfo(np.float64).tiny)
 
 
 def fixed_batch_phase_type(
@@ -67,147 +61,12 @@ def fixed_batch_phase_type(
     phase_mass : ndarray, shape (R, m)
         P(a service is running and in phase k); sums to P(busy).
     """
-    R, m = arrival_rate.size, alpha.size
-    K = capacity
-    per_rate = (K + 1) * (m * m + 2 * m + 3)
-    chunk = max(1, _CHUNK_VALUES // per_rate)
-    dist = np.empty((R, K + 1))
-    phase_mass = np.empty((R, m))
-    for start in range(0, R, chunk):
-        stop = min(R, start + chunk)
-        dist[start:stop], phase_mass[start:stop] = _solve(
-            arrival_rate[start:stop], K, batch, alpha, T
-        )
-    return dist, phase_mass
+    from ._levels_kernel import censored_levels
 
-
-def _solve(
-    lam: NDArray[np.float64],
-    K: int,
-    N: int,
-    alpha: NDArray[np.float64],
-    T: NDArray[np.float64],
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    # Arrays keep the rate axis last (contiguous), so every per-level operation is a
-    # plain elementwise operation on blocks of shape (..., R).  All rates are divided by
-    # lam + max|T_kk| (per rate): the stationary distribution is unchanged and no rate
-    # exceeds 1, so extreme lam/mu cannot overflow.
-    R, m = lam.size, alpha.size
-    scale = lam + float(np.max(-np.diag(T)))
-    lam = lam / scale
-    exit_rates = np.clip(-T.sum(axis=1), 0.0, None)[:, None] / scale  # (m, R)
-    T_off = (T - np.diag(np.diag(T)))[:, :, None] / scale  # (m, m, R)
-    diag = np.arange(m)
-    busy_levels = K - N + 1
-    # The GTH reduction of each busy level, kept for the upward pass: the within-level
-    # rates W[i, j] at the time each phase was eliminated, and each phase's outflow s.
-    kept_W = np.empty((busy_levels, m, m, R))
-    kept_s = np.empty((busy_levels, m, R))
-    log_idle_step = np.zeros((N, R))  # log(pi(n) / pi(n-1)) for idle levels n = 1..N-1
-
-    H_prev: NDArray[np.float64] | None = None
-    for n in range(K, N - 1, -1):
-        # Rates out of (n, k) once the levels above n are removed: phase changes T_off,
-        # completions t_k (landing on n - N) and, below K, the arrival (lam) followed by
-        # the excursion above n, which lands on n - N + 1 .. n as H_prev says; landing on
-        # n re-enters with phases alpha (a within-level rate; self-loops are dropped).
-        D = np.empty((m, N, R))  # D[k, i]: rate of landing on level n - N + i
-        D[:, 0, :] = exit_rates
-        if H_prev is None:
-            W = T_off.copy()
-            D[:, 1:, :] = 0.0
-        else:
-            back = lam * H_prev[:, N - 1, :]  # (m, R): rate of landing back on n
-            W = T_off + back[:, None, :] * alpha[None, :, None]
-            np.multiply(lam, H_prev[:, : N - 1, :], out=D[:, 1:, :])
-        W[diag, diag] = 0.0
-        H_prev = _eliminate_level(W, D, kept_W[n - N], kept_s[n - N])
-    assert H_prev is not None
-    # Level N - 1 is idle: its arrival enters level N with phases alpha, and `exits[x]` is
-    # the probability that the excursion it starts first lands on level x (0..N-1).  For
-    # idle level n, landing on n itself is a self-loop; the censored outflow is
-    # lam * P(land below n), so pi(n) = lam pi(n-1) / outflow = pi(n-1) / P(land below n).
-    exits = np.einsum("k,kxr->xr", alpha, H_prev)
-    for n in range(N - 1, 0, -1):
-        below = np.maximum(exits[:n].sum(axis=0), _TINY)
-        log_idle_step[n] = -np.log(below)
-        exits = exits[:n] / below
-
-    # Back-substitution upward: level n is entered from below only by arrivals, so pi_n
-    # solves pi_n (diag(out) - W) = lam pi_{n-1} (inflow with phases alpha at level N).
-    # Each level is stored normalised, with the log of its total mass.
-    log_level = np.empty((K + 1, R))
-    log_level[0] = 0.0  # pi(0) = 1
-    log_lam = np.log(lam)
-    for n in range(1, N):
-        log_level[n] = log_level[n - 1] + log_idle_step[n]
-    phase_at = np.empty((busy_levels, m, R))  # phase distribution within each busy level
-    vec = np.repeat(alpha[:, None], R, axis=1)
-    for n in range(N, K + 1):
-        vec = _level_mass(vec, kept_W[n - N], kept_s[n - N])
-        total = np.maximum(vec.sum(axis=0), _TINY)
-        vec /= total
-        log_level[n] = log_level[n - 1] + log_lam + np.log(total)
-        phase_at[n - N] = vec
-    log_level -= log_level.max(axis=0)
-    dist = np.exp(log_level)
-    dist /= dist.sum(axis=0)
-    phase_mass = np.einsum("nkr,nr->rk", phase_at, dist[N:])
-    return np.ascontiguousarray(dist.T), phase_mass
-
-
-def _eliminate_level(
-    W: NDArray[np.float64],
-    D: NDArray[np.float64],
-    kept_W: NDArray[np.float64],
-    kept_s: NDArray[np.float64],
-) -> NDArray[np.float64]:
-    """GTH elimination of one level's phases; returns the exit distribution H (m, N, R).
-
-    ``W`` (m, m, R) holds the within-level rates (zero diagonal) and ``D`` (m, N, R) the
-    rates to the N landing levels below; both are overwritten.  Phases are removed from
-    the last to the first: removing phase k sends the rate ``W[i, k]`` of every phase
-    ``i < k`` on along k's own rates, in proportion ``W[k, .] / s_k``, where ``s_k`` is
-    the *sum* of k's rates to the phases still present and to the landing levels -- so
-    no subtraction ever occurs.  The reduced rates and the ``s_k`` are written to
-    ``kept_W`` and ``kept_s`` for :func:`_level_mass`.
-    """
-    m = W.shape[0]
-    for k in range(m - 1, -1, -1):
-        s_k = np.maximum(W[k, :k].sum(axis=0) + D[k].sum(axis=0), _TINY)
-        kept_s[k] = s_k
-        if k:
-            share = W[:k, k] / s_k  # (k, R): rate from phase i < k, per unit of k's rates
-            W[:k, :k] += share[:, None, :] * W[None, k, :k]
-            lower = np.arange(k)
-            W[lower, lower] = 0.0  # self-loops of the reduced chain do not matter
-            D[:k] += share[:, None, :] * D[None, k]
-    kept_W[:] = W
-    # Exit distribution: from phase k the next move of the reduced chain goes to a phase
-    # j < k or lands, so H is filled in from phase 0 up.
-    H = np.empty_like(D)
-    for k in range(m):
-        acc = D[k].copy()
-        for j in range(k):
-            acc += W[k, j] * H[j]
-        H[k] = acc / kept_s[k]
-    return H
-
-
-def _level_mass(
-    inflow: NDArray[np.float64], kept_W: NDArray[np.float64], kept_s: NDArray[np.float64]
-) -> NDArray[np.float64]:
-    """Solve ``x (diag(out) - W) = inflow`` with a level's GTH reduction (all positive).
-
-    ``inflow`` (m, R) is passed down exactly as the rates were: what enters phase k moves
-    on to phase j < k with probability ``W[k, j] / s_k``.  The expected time in phase k
-    is then ``(inflow_k + sum_{i<k} x_i W[i, k]) / s_k``, from k = 0 up.
-    """
-    m = inflow.shape[0]
-    b = inflow.copy()
-    for k in range(m - 1, 0, -1):
-        b[:k] += b[k] * kept_W[k, :k] / kept_s[k]
-    x = np.empty_like(b)
-    for k in range(m):
-        x[k] = (b[k] + (x[:k] * kept_W[:k, k]).sum(axis=0)) / kept_s[k]
-    return x
+    return censored_levels(
+        np.ascontiguousarray(arrival_rate, dtype=np.float64),
+        int(capacity),
+        int(batch),
+        np.ascontiguousarray(alpha, dtype=np.float64),
+        np.ascontiguousarray(T, dtype=np.float64),
+    )
