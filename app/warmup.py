@@ -31,6 +31,15 @@ def compile_default_nets() -> int:
             {"file_size_bytes": 500_000_000, "propagation_delay_s": 0.1},
         ).to_dict()
         compute_bottleneck(inputs, {"curve_points": 200})
+    # The phase-type NIC runs compiled loops of its own: load them now, not on the
+    # first request that asks for it.
+    phase_type = resolve_inputs(
+        {"cpu_tasks": 2, "io_tasks": 1},
+        {},
+        {"file_size_bytes": 500_000_000, "propagation_delay_s": 0.1},
+        "phase-type",
+    ).to_dict()
+    compute_bottleneck(phase_type, {"curve_points": 200})
     shapes = len({io for _, io in PAPER_WORKLOADS})
     log.info(
         "default nets compiled",
