@@ -32,7 +32,7 @@ __all__ = [
     "transient",
 ]
 
-# Below this many states a dense LAPACK solve beats sparse machinery on overhead.
+# Below this many states dense GTH elimination beats sparse machinery on overhead.
 _DENSE_MAX = 300
 # Banded LU is exact and quick on the long, thin chains of queues, but on nets with many
 # concurrent components no ordering keeps the band narrow (Kanban N=3 would not finish).
@@ -41,6 +41,10 @@ _DENSE_MAX = 300
 # Krylov solver takes the rest.
 _DIRECT_FILL = 20_000_000
 _DIRECT_FLOPS = 500_000_000
+# The ordering itself needs the symmetrised pattern of Q (twice its memory); beyond this
+# many states ``auto`` does not try it: the band would have to be under ~15 for the LU to
+# qualify, and the iterative solver handles such chains well.
+_BANDED_MAX_STATES = 200_000
 
 
 def _as_generator(Q: Any) -> sp.csr_array:
@@ -117,10 +121,10 @@ def steady_state(
     Q : sparse matrix or ndarray, shape (n, n)
         Generator matrix, rows summing to zero, rates in 1/s.
     method : {"auto", "dense", "direct", "iterative"}
-        ``auto`` picks dense LAPACK up to 300 states, then banded sparse LU in a
-        reverse Cuthill-McKee order when its band is narrow (queues, birth-death
-        chains), and otherwise Gauss-Seidel-preconditioned BiCGSTAB (GMRES if it
-        breaks down).
+        ``auto`` picks dense GTH elimination up to 300 states, then (up to 200,000
+        states) banded sparse LU in a reverse Cuthill-McKee order when its band is
+        narrow (queues, birth-death chains), and otherwise Gauss-Seidel-preconditioned
+        BiCGSTAB (GMRES if it breaks down).
     tol : float
         Target 1-norm residual relative to the largest rate, for the iterative solver.
         The iterative solver bounds the absolute error of every probability through
@@ -160,13 +164,13 @@ def steady_state(
     sub = Q if len(recurrent) == n else Q[recurrent][:, recurrent]
     m = sub.shape[0]
     order: NDArray[np.intp] | None = None
-    if method in ("auto", "direct") and m > _DENSE_MAX:
+    if method == "direct" or (method == "auto" and _DENSE_MAX < m <= _BANDED_MAX_STATES):
         order, bandwidth = _banded_order(sub)
         if method == "auto":
             banded_cheap = m * bandwidth <= _DIRECT_FILL and m * bandwidth**2 <= _DIRECT_FLOPS
             method = "direct" if banded_cheap else "iterative"
     elif method == "auto":
-        method = "dense"
+        method = "dense" if m <= _DENSE_MAX else "iterative"
     iterations = 0
     if m == 1:
         x = np.ones(1)
