@@ -225,14 +225,14 @@ class _Parser:
         left = self._and()
         while self._accept("or", "||"):
             right = self._and()
-            left = _binary(np.logical_or, left, right)
+            left = _choose(left, _one, _truth(right))
         return left
 
     def _and(self) -> _Evaluator:
         left = self._not()
         while self._accept("and", "&&"):
             right = self._not()
-            left = _binary(np.logical_and, left, right)
+            left = _choose(left, _truth(right), _zero)
         return left
 
     def _not(self) -> _Evaluator:
@@ -375,9 +375,22 @@ def _binary(op: Callable[[Any, Any], Any], left: _Evaluator, right: _Evaluator) 
     return lambda c, p: op(left(c, p), right(c, p))
 
 
+def _truth(fn: _Evaluator) -> _Evaluator:
+    return lambda c, p: np.asarray(fn(c, p)) != 0
+
+
+def _one(c: Columns, p: Mapping[str, float]) -> Any:
+    return 1.0
+
+
+def _zero(c: Columns, p: Mapping[str, float]) -> Any:
+    return 0.0
+
+
 def _choose(cond: _Evaluator, then: _Evaluator, other: _Evaluator) -> _Evaluator:
     # Each branch is evaluated only on the markings that select it, so that
-    # "if(#q > 0, 1 / #q, 0)" guards its division instead of failing at #q = 0.
+    # "if(#q > 0, 1 / #q, 0)" guards its division instead of failing at #q = 0; "and"
+    # and "or" short-circuit the same way ("#q > 0 and 2 / #q < 1").
     def choose(c: Columns, p: Mapping[str, float]) -> Any:
         chosen = np.broadcast_to(np.asarray(cond(c, p)) != 0, (c.n,))
         out = np.empty(c.n)

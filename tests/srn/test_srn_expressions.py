@@ -64,6 +64,10 @@ CASES = [
         lambda a, b: (1 / b if b > 0 else 2 / (a - 1)) if a > 1 else 0,
     ),
     ("min(if(#b == 0, 1, 6 / #b), 4)", lambda a, b: min(1 if b == 0 else 6 / b, 4)),
+    # "and" / "or" short-circuit like Python's: the right side is never divided by zero.
+    ("#b > 0 and 3 / #b > 1", lambda a, b: b > 0 and 3 / b > 1),
+    ("#a == 0 or 4 / #a >= 2", lambda a, b: a == 0 or 4 / a >= 2),
+    ("(#a > 0 and #b > 0) + (#a > 1 or #b > 2)", lambda a, b: (a > 0 and b > 0) + (a > 1 or b > 2)),
 ]
 
 
