@@ -67,10 +67,9 @@ def test_birth_death_net_matches_product_form(data):
     assert np.abs(Q.T @ pi).sum() <= 1e-10 * max(births + deaths)
     weights = np.cumprod([1.0] + [b / d for b, d in zip(births, deaths, strict=True)])
     expected = weights / weights.sum()
-    # LAPACK solves the balance equations to a backward error of ~eps in the largest
-    # probabilities (up to ~0.5 here), so states of tiny probability carry an absolute
-    # error of a few 1e-15 from conditioning alone: atol 1e-13 leaves a 10x margin.
-    np.testing.assert_allclose(pi, expected[graph.markings[:, 0]], rtol=1e-9, atol=1e-13)
+    # The dense solver is GTH elimination (no subtractions), so even the smallest
+    # probabilities are accurate to a few ulps per level: 1e-12 relative, no atol.
+    np.testing.assert_allclose(pi, expected[graph.markings[:, 0]], rtol=1e-12, atol=0)
 
 
 @st.composite
