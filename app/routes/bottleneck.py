@@ -17,7 +17,14 @@ from starlette.responses import Response
 
 import srn
 
-from ..bottleneck import queue_cells, queue_work, resolve_inputs, run_method, state_count
+from ..bottleneck import (
+    HOST_FIELDS,
+    queue_cells,
+    queue_work,
+    resolve_inputs,
+    run_method,
+    state_count,
+)
 from ..cache import CachedBody
 from ..problems import FieldProblem, ProblemError, translated_errors
 from ..schemas import (
@@ -57,19 +64,7 @@ _QUERY_FIELDS = {
 _BODY_FIELDS = {
     **{f: f"workload.{f}" for f in ("cpu_tasks", "io_tasks", "cores", "disks")},
     "tasks": "workload.cpu_tasks",
-    **{
-        f: f"host.{f}"
-        for f in (
-            "mu_io_cpu",
-            "mu_disk",
-            "mu_net",
-            "buffer_packets",
-            "coalesce_packets",
-            "line_rate_bps",
-            "packet_payload_bytes",
-            "profile",
-        )
-    },
+    **{f: f"host.{f}" for f in (*HOST_FIELDS, "profile")},
     "name": "host.profile",
     "file_size_bytes": "transfer.file_size_bytes",
     "propagation_delay_s": "transfer.propagation_delay_s",
