@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "BottleneckQuery",
     "BottleneckRateRequest",
     "BottleneckRateResult",
     "HostOverrides",
@@ -32,6 +33,7 @@ __all__ = [
     "TransferTimeRequest",
     "TransferTimeResult",
     "WorkloadModel",
+    "query_parameters",
 ]
 
 DEFAULT_PROFILE = "sx280-2007"
@@ -167,6 +169,99 @@ class TransferRequest(RequestModel):
 
 
 NicService = Literal["exponential", "phase-type"]
+
+_SIZE_DOC = "bytes, or with a unit: `500MB`, `1.5GiB`, `1468B` (1 MB = 10^6 B)"
+
+
+class BottleneckQuery(BaseModel):
+    """The query string of ``GET /bottleneck-rate``: text as sent, human units allowed.
+
+    The route validates the whole query with this one model (pydantic's lax mode turns
+    ``"2"`` into 2, as FastAPI does for a declared query parameter) and documents each
+    field as a query parameter (:func:`query_parameters`).  Unknown parameters are
+    ignored; of a repeated one, the last value counts.
+    """
+
+    # Not a RequestModel: as with FastAPI's declared query parameters, unknown names are
+    # ignored (a transfer tool may add its own), and infinities fail the bounds instead.
+
+    cpu_tasks: int = Field(ge=0, le=MAX_TASKS, description="C, CPU-bound tasks.", examples=[2])
+    io_tasks: int = Field(ge=0, le=MAX_TASKS, description="I, I/O-bound tasks.", examples=[1])
+    file_size: str = Field(
+        min_length=1, max_length=64, description=f"File size: {_SIZE_DOC}.", examples=["500MB"]
+    )
+    propagation_delay: str = Field(
+        min_length=1,
+        max_length=64,
+        description="One-way propagation delay: seconds, or `100ms`, `250us`, `0.1s`.",
+        examples=["100ms"],
+    )
+    profile: str = Field(
+        default=DEFAULT_PROFILE,
+        min_length=1,
+        max_length=MAX_NAME_CHARS,
+        description="Host profile name.",
+    )
+    cores: int | None = Field(default=None, ge=1, le=MAX_CORES, description="m, cores.")
+    disks: int | None = Field(default=None, ge=1, le=MAX_DISKS, description="d, disks.")
+    mu_io_cpu: float | None = Field(
+        default=None, ge=MIN_RATE, le=MAX_RATE, description="Override (1/s)."
+    )
+    mu_disk: float | None = Field(
+        default=None, ge=MIN_RATE, le=MAX_RATE, description="Override (1/s)."
+    )
+    mu_net: float | None = Field(
+        default=None, ge=MIN_RATE, le=MAX_RATE, description="Override (1/s)."
+    )
+    buffer_packets: int | None = Field(
+        default=None, ge=1, le=MAX_PACKETS, description="Override of K (packets)."
+    )
+    coalesce_packets: int | None = Field(
+        default=None, ge=1, le=MAX_PACKETS, description="Override of N (packets)."
+    )
+    line_rate: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="Override of the line rate: bit/s, or `950Mbps`, `10Gbps`.",
+        examples=["1Gbps"],
+    )
+    packet_payload: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description=f"Override of S_pkt: {_SIZE_DOC}.",
+        examples=["1468"],
+    )
+    nic_service: NicService = Field(
+        default="exponential",
+        description="NIC service model: exponential (the paper's) or phase-type.",
+    )
+
+
+def query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
+    """OpenAPI query parameters, one per field of ``model``, as FastAPI writes them.
+
+    For a route that validates its query string with ``model`` itself rather than
+    through declared ``Query()`` parameters.
+    """
+    schema = model.model_json_schema()
+    required = set(schema.get("required", ()))
+    out = []
+    for name, field_schema in schema["properties"].items():
+        field_schema = dict(field_schema)
+        if "default" in field_schema and field_schema["default"] is None:
+            del field_schema["default"]  # FastAPI does not document a None default
+        parameter: dict[str, Any] = {
+            "name": name,
+            "in": "query",
+            "required": name in required,
+            "schema": field_schema,
+        }
+        if "description" in field_schema:
+            parameter["description"] = field_schema["description"]
+        out.append(parameter)
+    return out
 
 
 class BottleneckRateRequest(RequestModel):

@@ -208,14 +208,13 @@ def breakdown(repeats: int) -> None:
         return srn.InterruptServiceTime(
             workload=w,
             profile=PROFILE,
-            absorption=a,
             mean_s=a.mean,
             variance_s2=a.variance,
             rate_per_s=1 / a.mean,
-            quantiles_s=dict(a.quantiles),
             occupancy=r.occupancy,
             n_states=r.n_states,
             n_transient_states=nt,
+            _distribution=a,
         )
 
     steps: list[tuple[str, Callable[[], object]]] = [

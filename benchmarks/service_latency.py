@@ -6,8 +6,9 @@ Run from the repository root::
     .venv/bin/python benchmarks/service_latency.py -n 500     # quicker
 
 It starts ``uvicorn app.main:app`` (one worker, default settings, JSON access logs to
-/dev/null) on a free loopback port, waits for ``/readyz``, then measures in the same run,
-over one keep-alive connection, one request at a time:
+/dev/null, ``OPENBLAS_NUM_THREADS=1`` and ``OMP_NUM_THREADS=1`` unless set, as
+``scripts/_venv.sh`` exports them) on a free loopback port, waits for ``/readyz``, then
+measures in the same run, over one keep-alive connection, one request at a time:
 
 * ``GET /healthz``: the floor (HTTP stack, middleware, logging, metrics);
 * ``GET /bottleneck-rate`` uncached: every request a distinct workload (C, I, m) of paper
@@ -47,6 +48,10 @@ def free_port() -> int:
 
 def start_server(port: int, log_level: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "BLASTRATE_LOG_LEVEL": log_level}
+    # As scripts/_venv.sh does for the service: one BLAS thread per process (the matrices
+    # are small, and BLAS threads would contend with the client for the cores).
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    env.setdefault("OMP_NUM_THREADS", "1")
     return subprocess.Popen(
         [
             sys.executable,

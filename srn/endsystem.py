@@ -18,7 +18,11 @@ interrupt comes out, by the tagged-customer method:
 Both nets are built with the SRN engine (:class:`srn.Net`).  Every rate is a net
 parameter -- the service rates, and also C and m, which enter only through the
 processor-sharing factor -- so one compiled net and one reachability graph serve every
-profile, every C and every m of a given (I, d).  Those are cached in a bounded LRU.
+profile, every C and every m of a given (I, d).  Those are cached in a bounded LRU.  For
+the small chains of a typical request, the shape also holds what evaluates the edge
+rates in a few vector operations instead of through the expression engine (checked
+against the engine, bit for bit, when the shape is built), and the result defers what
+only some callers read (quantiles, the CDF grid, T as a sparse matrix) to first access.
 
 The disks are exchangeable (each visit picks one uniformly, all serve at the same
 rate), so the marking records the disk queue lengths as a multiset, held in places
@@ -264,8 +268,19 @@ class HostProfile:
         return dataclasses.replace(self, **overrides)
 
     def to_dict(self) -> dict[str, Any]:
-        """The profile as a JSON-ready dict (SI units)."""
-        return dataclasses.asdict(self)
+        """The profile as a JSON-ready dict (SI units), fields in declaration order."""
+        # Not dataclasses.asdict: it deep-copies every scalar, and this is on the path of
+        # every GET /bottleneck-rate.
+        return {
+            "name": self.name,
+            "mu_io_cpu": self.mu_io_cpu,
+            "mu_disk": self.mu_disk,
+            "mu_net": self.mu_net,
+            "buffer_packets": self.buffer_packets,
+            "coalesce_packets": self.coalesce_packets,
+            "line_rate_bps": self.line_rate_bps,
+            "packet_payload_bytes": self.packet_payload_bytes,
+        }
 
 
 #: Built-in host profiles.  ``sx280-2007`` is the paper's Table II (Dell SX280, BCM5700
@@ -372,7 +387,12 @@ class Workload:
 
     def to_dict(self) -> dict[str, int]:
         """The workload as a JSON-ready dict."""
-        return dataclasses.asdict(self)
+        return {
+            "cpu_tasks": self.cpu_tasks,
+            "io_tasks": self.io_tasks,
+            "cores": self.cores,
+            "disks": self.disks,
+        }
 
 
 # -- the nets -------------------------------------------------------------------------
@@ -623,6 +643,104 @@ class _DetailedBalance:
         return np.asarray(ell - ell.max(), dtype=np.float64)
 
 
+class _EdgeRates:
+    """The edge rates of one end-system net as a function of the parameters, without the
+    expression engine.
+
+    The engine evaluates each transition's rate expression over its edges, a few dozen
+    small array operations per net and call; for paper-sized workloads that was the
+    largest part of a warm call.  The rates of these two nets are simple enough to be
+    computed from per-edge data fixed by the shape (the transition, the I/O tasks at the
+    processor, how many disk queues tie) in a handful of vector operations.  The formulas
+    below follow the rate expressions of :func:`_io_transitions` and :func:`_nets`
+    operation for operation, in the engine's (left-to-right) order, so they give the same
+    doubles; :class:`_Shape` checks that against the engine when it is built and keeps
+    using the engine should they ever differ.
+    """
+
+    def __init__(self, graph: ReachabilityGraph, disks: int, tagged: bool) -> None:
+        src, dst = (e.astype(np.intp) for e in graph.edges)
+        marks = graph.markings
+        self.n_edges = len(src)
+        self.disks = float(disks)
+        delta = marks[dst] - marks[src]
+        queues = marks[src, 1 : disks + 1]
+        if tagged:
+            served = marks[dst, graph.net.place_index["served"]] == 1
+        else:
+            served = np.zeros(len(src), dtype=bool)
+        io_delta = np.where(served, 0, delta[:, 0])
+        self.to_disk = np.flatnonzero(io_delta == -1)  # io_to_disk_j: processor -> disk j
+        self.done = np.flatnonzero(io_delta == 1)  # disk_done_j: disk j -> processor
+        self.interrupt = np.flatnonzero(served)  # interrupt_done (tagged net only)
+        # Every edge is one of those three moves (else the caller keeps the engine).
+        self.complete = len(self.to_disk) + len(self.done) + len(self.interrupt) == len(src)
+        # Tasks sharing the processor besides the C CPU-bound ones: the I/O tasks there,
+        # plus the interrupt in the tagged net.
+        present = marks[src, 0].astype(float) + (1.0 if tagged else 0.0)
+        # Which disk position j a move joins or leaves, and the multiplicity factor
+        # (1 + the number of other positions holding the same queue length on the side
+        # the expression counts: after j for a join, before j for a completion).
+        j_in = np.argmax(delta[self.to_disk, 1 : disks + 1] == 1, axis=1)
+        j_out = np.argmax(delta[self.done, 1 : disks + 1] == -1, axis=1)
+        positions = np.arange(disks)
+        q_in = queues[self.to_disk]
+        same_after = (q_in == q_in[np.arange(len(j_in)), j_in][:, None]) & (
+            positions > j_in[:, None]
+        )
+        q_out = queues[self.done]
+        same_before = (q_out == q_out[np.arange(len(j_out)), j_out][:, None]) & (
+            positions < j_out[:, None]
+        )
+        self.io_in = marks[src[self.to_disk], 0].astype(float)
+        self.present_in = present[self.to_disk] if tagged else self.io_in
+        self.ties_in = 1.0 + same_after.sum(axis=1)
+        self.ties_out = 1.0 + same_before.sum(axis=1)
+        self.present_interrupt = present[self.interrupt]
+
+    def __call__(self, p: Mapping[str, float]) -> NDArray[np.float64]:
+        """Rates (1/s) of every edge, in the graph's edge order."""
+        c, m = p["cpu_tasks"], p["cores"]
+        rates = np.empty(self.n_edges)
+        # #io_cpu * mu_io_cpu * min(1, cores / (cpu_tasks + #io_cpu [+ #interrupt]))
+        #   [* (1 + ties) / d  with d > 1; exact no-ops with one disk]
+        share = np.minimum(1, m / (c + self.present_in))
+        rates[self.to_disk] = self.io_in * p["mu_io_cpu"] * share * self.ties_in / self.disks
+        # mu_disk [* (1 + ties)]
+        rates[self.done] = p["mu_disk"] * self.ties_out
+        # mu_net * min(1, cores / (cpu_tasks + #io_cpu + #interrupt))
+        rates[self.interrupt] = p["mu_net"] * np.minimum(1, m / (c + self.present_interrupt))
+        return rates
+
+
+# Parameter values at which a new shape compares its direct edge rates with the engine's:
+# not round, so that any difference in the order of operations shows up.
+_RATE_CHECKS = (
+    {"mu_io_cpu": 4_600.3, "mu_disk": 1_010.7, "mu_net": 41_600.9, "cpu_tasks": 3.0, "cores": 2.0},
+    {"mu_io_cpu": 0.37, "mu_disk": 1.3e7, "mu_net": 7.1, "cpu_tasks": 0.0, "cores": 5.0},
+    {"mu_io_cpu": 3.3e5, "mu_disk": 2.9, "mu_net": 1.7e9, "cpu_tasks": 11.0, "cores": 3.0},
+)
+
+
+def _direct_rates(
+    graph_a: ReachabilityGraph, graph_b: ReachabilityGraph, disks: int
+) -> tuple[_EdgeRates, _EdgeRates] | None:
+    """:class:`_EdgeRates` of both nets, or None if they differ from the engine's at any
+    of the check points (the caller then keeps the engine)."""
+    rates_a = _EdgeRates(graph_a, disks, tagged=False)
+    rates_b = _EdgeRates(graph_b, disks, tagged=True)
+    if not (rates_a.complete and rates_b.complete):
+        return None
+    for check in _RATE_CHECKS:
+        engine_a = graph_a.with_parameters(check).edge_rates()
+        engine_b = graph_b.with_parameters(check).edge_rates()
+        if not (
+            np.array_equal(rates_a(check), engine_a) and np.array_equal(rates_b(check), engine_b)
+        ):
+            return None
+    return rates_a, rates_b
+
+
 class _Shape:
     """Compiled nets, reachability graphs and index maps for one (I, d): rate-free."""
 
@@ -673,6 +791,12 @@ class _Shape:
         # Every move of an I/O task has its reverse, so the chain of Fig. 1b before
         # absorption is reversible too (checked per call).
         self.balance_b = _DetailedBalance(rows, cols, nt)
+        # The rates per call without the expression engine, if they agree with it: for
+        # the chains solved densely, where the engine's per-call overhead is what counts
+        # (larger chains spend their time in the solution and keep the engine's rates).
+        direct = _direct_rates(self.graph_a, graph_b, disks) if n <= _DENSE_MAX else None
+        self.rates_a: _EdgeRates | None = None if direct is None else direct[0]
+        self.rates_b: _EdgeRates | None = None if direct is None else direct[1]
         self.tridiagonal = disks == 1 and nt > _SMALL
         # T's sparsity pattern in CSR order: the inner edges, then the diagonal.
         states = np.arange(nt)
@@ -789,7 +913,8 @@ class InterruptServiceTime:
     absorption : AbsorptionTime
         The full time-to-absorption result of the tagged net: ``times`` and ``cdf``
         (the CDF on the grid, s), ``mean``, ``variance``, ``quantiles`` and the
-        phase-type pair ``alpha``, ``T``.
+        phase-type pair ``alpha``, ``T``.  Computed on first access (the quantiles, the
+        grid and the sparse T cost more than the mean), then kept.
     mean_s : float
         Mean service time (s).
     variance_s2 : float
@@ -797,7 +922,8 @@ class InterruptServiceTime:
     rate_per_s : float
         mu = 1 / mean_s, the interrupt service rate the NIC queue uses (1/s).
     quantiles_s : dict of float to float
-        Level -> service time (s) not exceeded with that probability.
+        Level -> service time (s) not exceeded with that probability (from
+        :attr:`absorption`, so also computed on first access).
     occupancy : EndSystemOccupancy
         Steady state of processor and disks without the interrupt.
     n_states : int
@@ -816,16 +942,29 @@ class InterruptServiceTime:
 
     workload: Workload
     profile: HostProfile
-    absorption: AbsorptionTime
     mean_s: float
     variance_s2: float
     rate_per_s: float
-    quantiles_s: dict[float, float]
     occupancy: EndSystemOccupancy
     n_states: int
     n_transient_states: int
+    # The distribution itself, or what computes it on first access (internal).
+    _distribution: AbsorptionTime | _SpectralDistribution = dataclasses.field(
+        repr=False, compare=False
+    )
     method: str = "spectral"
     steady_state_residual: float = 0.0
+
+    @functools.cached_property
+    def absorption(self) -> AbsorptionTime:
+        """The time-to-absorption result of the tagged net (see the class attributes)."""
+        d = self._distribution
+        return d if isinstance(d, AbsorptionTime) else d.build()
+
+    @functools.cached_property
+    def quantiles_s(self) -> dict[float, float]:
+        """Level -> service time (s) not exceeded with that probability."""
+        return dict(self.absorption.quantiles)
 
     @property
     def std_s(self) -> float:
@@ -910,6 +1049,58 @@ class _SpectralSurvival:
         return np.where(t == 0, 1.0, np.clip(self.raw(t), 0.0, 1.0))
 
 
+class _SpectralDistribution:
+    """What :attr:`InterruptServiceTime.absorption` needs beyond the mean and variance
+    of a spectral solution: the quantiles, the CDF on its grid and T as a sparse matrix.
+
+    The bottleneck rate needs only the mean, so these are built on first access.
+    """
+
+    def __init__(
+        self,
+        shape: _Shape,
+        survival: _SpectralSurvival,
+        mean: float,
+        variance: float,
+        error: float,
+        grid: NDArray[np.float64] | None,
+        levels: NDArray[np.float64],
+        points: int,
+        alpha: NDArray[np.float64],
+        inner: NDArray[np.float64],
+        out_rate: NDArray[np.float64],
+    ) -> None:
+        # The shape's index arrays, not the shape (which holds the compiled nets).
+        self.csr = (shape.csr_order, shape.csr_indices, shape.csr_indptr)
+        self.transient = shape.transient
+        self.survival, self.mean, self.variance, self.error = survival, mean, variance, error
+        self.grid, self.levels, self.points = grid, levels, points
+        self.alpha, self.inner, self.out_rate = alpha, inner, out_rate
+
+    def build(self) -> AbsorptionTime:
+        """The full result: quantiles (safeguarded Newton), CDF on the grid, (alpha, T)."""
+        # The default grid ends at the 99.9 % quantile, found with the others.
+        found = _spectral_quantiles(self.survival, np.append(self.levels, 0.999), self.mean)
+        grid = np.linspace(0.0, found[-1], self.points) if self.grid is None else self.grid
+        order, indices, indptr = self.csr
+        nt = len(self.alpha)
+        data = np.concatenate([self.inner, -self.out_rate])[order]
+        T = sp.csr_array((data, indices, indptr), shape=(nt, nt))
+        return AbsorptionTime(
+            times=grid,
+            cdf=1.0 - self.survival(grid),
+            mean=self.mean,
+            variance=self.variance,
+            quantiles={float(lv): float(q) for lv, q in zip(self.levels, found[:-1], strict=True)},
+            alpha=self.alpha,
+            T=T,
+            transient_states=self.transient,
+            atom=0.0,
+            error_bound=self.error,
+            _survival=self.survival,
+        )
+
+
 def _spectral_quantiles(
     survival: _SpectralSurvival, levels: NDArray[np.float64], mean: float
 ) -> NDArray[np.float64]:
@@ -980,15 +1171,16 @@ def _validate_request(
 
 
 def _steady_state(
-    shape: _Shape, graph: ReachabilityGraph
+    shape: _Shape, graph: ReachabilityGraph, edge_rates: NDArray[np.float64] | None = None
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
     """Fig. 1a's stationary distribution, its logs, and the residual ``||pi Q||_1``.
 
     The closed network is reversible (a BCMP product form whose routing is
     reversible), so detailed balance gives log pi componentwise to rounding, also where
     pi underflows.  Should the check fail, the engine's general solver takes over.
+    ``edge_rates`` are the graph's, if already known.
     """
-    rates = graph.edge_rates()[shape.a_moving]
+    rates = (graph.edge_rates() if edge_rates is None else edge_rates)[shape.a_moving]
     log_pi = shape.balance_a.log_weights(rates)
     if log_pi is None:
         pi = steady_state(graph.generator()).probabilities
@@ -1213,14 +1405,24 @@ def interrupt_service_time(
 
     # Step 1: the steady state of Fig. 1a.
     graph_a = shape.graph_a.with_parameters(values)
-    pi, log_pi, residual = _steady_state(shape, graph_a)
+    rates_a = None if shape.rates_a is None else shape.rates_a(values)
+    pi, log_pi, residual = _steady_state(shape, graph_a, rates_a)
     occupancy = _occupancy(shape, pi, workload, host)
 
     # Step 2: the tagged customer, started from that steady state (the engine's
     # vanishing initial marking, on the graph cached for this shape).
-    graph_b = shape.graph_b.with_parameters(values).with_initial(pi)
-    rates_b = graph_b.edge_rates()
-    alpha = graph_b.initial_distribution[shape.transient]
+    def tagged_graph() -> ReachabilityGraph:
+        return shape.graph_b.with_parameters(values).with_initial(pi)
+
+    if shape.rates_b is None:
+        graph_b = tagged_graph()
+        rates_b = graph_b.edge_rates()
+        alpha = graph_b.initial_distribution[shape.transient]
+    else:
+        rates_b = shape.rates_b(values)
+        # Every start is tangible, so each transient state starts from one Fig. 1a state
+        # with its probability (what the engine's initial distribution holds, exactly).
+        alpha = pi[shape.b_from_a]
     nt = len(alpha)
     inner = rates_b[shape.b_inner]
     exit_rates: NDArray[np.float64] = np.bincount(
@@ -1232,47 +1434,33 @@ def interrupt_service_time(
     if log_w is not None:
         log_alpha = log_pi[shape.b_from_a]
         spectral = _spectral(shape, inner, out_rate, exit_rates, alpha, log_alpha, log_w)
+    distribution: AbsorptionTime | _SpectralDistribution
     if spectral is None:
-        absorption = time_to_absorption(
+        graph_b = tagged_graph()
+        distribution = time_to_absorption(
             graph_b.generator(),
             graph_b.initial_distribution,
             times=grid,
             quantiles=tuple(levels),
             grid_points=points,
         )
+        mean, variance = distribution.mean, distribution.variance
         method = "uniformization"
     else:
         survival, mean, variance, method, error = spectral
-        # The default grid ends at the 99.9 % quantile, found with the others.
-        found = _spectral_quantiles(survival, np.append(levels, 0.999), mean)
-        if grid is None:
-            grid = np.linspace(0.0, found[-1], points)
-        data = np.concatenate([inner, -out_rate])[shape.csr_order]
-        T = sp.csr_array((data, shape.csr_indices, shape.csr_indptr), shape=(nt, nt))
-        absorption = AbsorptionTime(
-            times=grid,
-            cdf=1.0 - survival(grid),
-            mean=mean,
-            variance=variance,
-            quantiles={float(lv): float(q) for lv, q in zip(levels, found[:-1], strict=True)},
-            alpha=alpha,
-            T=T,
-            transient_states=shape.transient,
-            atom=0.0,
-            error_bound=error,
-            _survival=survival,
+        distribution = _SpectralDistribution(
+            shape, survival, mean, variance, error, grid, levels, points, alpha, inner, out_rate
         )
     return InterruptServiceTime(
         workload=workload,
         profile=host,
-        absorption=absorption,
-        mean_s=absorption.mean,
-        variance_s2=absorption.variance,
-        rate_per_s=1.0 / absorption.mean,
-        quantiles_s=dict(absorption.quantiles),
+        mean_s=mean,
+        variance_s2=variance,
+        rate_per_s=1.0 / mean,
         occupancy=occupancy,
         n_states=shape.n_states,
         n_transient_states=nt,
+        _distribution=distribution,
         method=method,
         steady_state_residual=residual,
     )

@@ -38,6 +38,7 @@ same rate bit for bit.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, Literal
@@ -52,6 +53,7 @@ from .rbudp import (
     DEFAULT_PACKET_PAYLOAD_BYTES,
     _evaluate,
     _json_array,
+    _Terms,
     total_size_bytes,
 )
 
@@ -80,6 +82,10 @@ _RESOLUTION_FLOOR_RELATIVE = 1e-9
 # Each pass divides the widths by 8 (at most ~8 passes); this cap only guards against a
 # logic error.
 _MAX_PASSES = 64
+# Scan grids are cached for curves up to this many points (at most 64 grids of ~35 kB).
+_CACHED_CURVE_POINTS = 2_000
+# Where the new rates sit inside a split cell, as fractions of its width.
+_SPLIT_AT = np.arange(1, _SPLIT) / _SPLIT
 _MAX_CURVE_POINTS = 100_000
 
 
@@ -189,6 +195,39 @@ class BottleneckRate:
         }
 
 
+def _scan_grid(line_rate: float, n_curve: int) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+    """The coarse scan's rates (ascending, read-only) and where the curve's rates are in it.
+
+    They depend on the line rate and the curve size only, so the usual sizes are built
+    once per pair (a bounded cache of small arrays); long curves are built each time.
+    """
+    if n_curve <= _CACHED_CURVE_POINTS:
+        return _cached_scan_grid(line_rate, n_curve)
+    return _build_scan_grid(line_rate, n_curve)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_scan_grid(
+    line_rate: float, n_curve: int
+) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+    return _build_scan_grid(line_rate, n_curve)
+
+
+def _build_scan_grid(
+    line_rate: float, n_curve: int
+) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
+    # Both grids are line_rate * (k / n): k / n is exactly 1 at k = n, so they end exactly
+    # at the line rate ((line_rate * k) / n could round one ulp above it).
+    coarse = line_rate * (np.arange(1, _COARSE_POINTS + 1) / _COARSE_POINTS)
+    curve_rates = line_rate * (np.arange(1, n_curve + 1) / n_curve)
+    scan = np.union1d(coarse, curve_rates)
+    scan = scan[scan > 0.0]  # a line rate near the smallest double can underflow k/n
+    at = np.searchsorted(scan, curve_rates)
+    scan.flags.writeable = False
+    at.flags.writeable = False
+    return scan, at
+
+
 def _call_loss(loss: LossFunction, rates: NDArray[np.float64]) -> NDArray[np.float64]:
     """Call the user's loss function and check what comes back."""
     # A copy: a loss function that works in place must not corrupt the search grid.
@@ -208,15 +247,15 @@ def _call_loss(loss: LossFunction, rates: NDArray[np.float64]) -> NDArray[np.flo
             f"the loss function returned shape {values.shape} for {rates.shape} rates; it "
             "must be vectorised (one loss per rate)",
         )
-    bad = np.isnan(values)
-    if bad.any():
-        at = float(rates[np.argmax(bad)])
-        raise TransportParameterError(
-            "loss", f"the loss function returned NaN at send rate {at!r} bit/s"
-        )
-    negative = values < 0.0
-    if negative.any():
-        i = int(np.argmax(negative))
+    valid = values >= 0.0  # False for NaN too: one test on the usual path
+    if not valid.all():
+        bad = np.isnan(values)
+        if bad.any():
+            at = float(rates[np.argmax(bad)])
+            raise TransportParameterError(
+                "loss", f"the loss function returned NaN at send rate {at!r} bit/s"
+            )
+        i = int(np.argmax(~valid))
         raise TransportParameterError(
             "loss",
             f"the loss function returned {float(values[i])!r} at send rate "
@@ -228,21 +267,16 @@ def _call_loss(loss: LossFunction, rates: NDArray[np.float64]) -> NDArray[np.flo
 def _cells_to_split(
     rates: NDArray[np.float64],
     totals: NDArray[np.float64],
-    losses: NDArray[np.float64],
     rounds: NDArray[np.float64],
+    low: NDArray[np.float64],
     resolution: float,
-    bound: Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.float64]],
 ) -> NDArray[np.intp]:
     """Indices ``i`` of the cells ``[rates[i], rates[i + 1]]`` worth splitting, ascending.
 
-    The arrays are sorted by rate; entry 0 is rate 0 (T = +inf).  ``bound(b, l)`` is T at
-    rate ``b`` with loss ``l``.
+    The arrays are sorted by rate; entry 0 is rate 0 (T = +inf).  ``low[i]`` is the lower
+    bound on T inside cell ``i`` (see :func:`_cell_bounds`; the last entry is unused).
     """
     best = float(np.min(totals))
-    # Lower bound on T inside each cell: the right end's rate with the smaller end loss.
-    # T falls with the rate and rises with the loss, so this is a true bound whenever the
-    # loss is monotone in the rate (either way) -- and cheap: no loss evaluation.
-    low = bound(rates[1:], np.minimum(losses[:-1], losses[1:]))
     # A cell can beat its two ends only through a jump of ceil(N_resend) inside it (the
     # lower side of a jump dips below both scanned ends: the sawtooth's teeth), or
     # through a smooth dip, which the samples show as a local minimum at one of its ends.
@@ -253,12 +287,26 @@ def _cells_to_split(
     at_min = np.isfinite(totals) & (totals <= before) & (totals <= after)
     near_min = at_min[:-1] | at_min[1:]
     wide = (rates[1:] - rates[:-1]) > resolution
-    alive = np.flatnonzero((low <= best) & wide & (jump | near_min))
+    alive = np.flatnonzero((low[:-1] <= best) & wide & (jump | near_min))
     if alive.size > _MAX_SPLIT_CELLS:
         # Lowest bounds first; ties by rate so that the choice is deterministic.
         keep = np.lexsort((alive, low[alive]))[:_MAX_SPLIT_CELLS]
         alive = np.sort(alive[keep])
     return alive
+
+
+def _cell_bounds(
+    ends: NDArray[np.float64], end_losses: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Where to evaluate the lower bounds on T of consecutive cells: (rate, loss) pairs.
+
+    Row r of ``ends`` holds ascending cell ends (bit/s) and ``end_losses`` their losses;
+    the cells are the gaps between neighbours.  T falls with the rate and rises with the
+    loss, so no rate in a cell does better than T at its right end with the smaller of
+    its two end losses -- a true bound whenever the loss is monotone in the rate (either
+    way), and one that costs no loss evaluation.
+    """
+    return ends[..., 1:], np.minimum(end_losses[..., :-1], end_losses[..., 1:])
 
 
 def effective_bottleneck_rate(
@@ -349,22 +397,31 @@ def effective_bottleneck_rate(
         _RESOLUTION_FLOOR_RELATIVE * line_rate,
     )
 
-    def model(rates: NDArray[np.float64]) -> tuple[NDArray[np.float64], Any]:
-        values = _call_loss(loss, rates)
-        return values, _evaluate(rates, values, total_bytes, float(payload), delay)
+    def evaluate(
+        rates: NDArray[np.float64],
+        values: NDArray[np.float64],
+        bound_at: tuple[NDArray[np.float64], NDArray[np.float64]],
+    ) -> tuple[Any, NDArray[np.float64]]:
+        """T at the new points, and the bounds of the new cells, in one formula call."""
+        n = rates.size
+        terms = _evaluate(
+            np.concatenate((rates, bound_at[0].ravel())),
+            np.concatenate((values, bound_at[1].ravel())),
+            total_bytes,
+            float(payload),
+            delay,
+        )
+        return _Terms._make(a[:n] for a in terms), terms.total_s[n:]
 
-    def bound(right_rate: NDArray[np.float64], low_loss: NDArray[np.float64]) -> Any:
-        return _evaluate(right_rate, low_loss, total_bytes, float(payload), delay).total_s
-
-    # 1. Coarse scan, the plotting grid included (one loss call).  Both grids are
-    #    line_rate * (k / n): k / n is exactly 1 at k = n, so they end exactly at the line
-    #    rate ((line_rate * k) / n could round one ulp above it).
-    coarse = line_rate * (np.arange(1, _COARSE_POINTS + 1) / _COARSE_POINTS)
-    curve_rates = line_rate * (np.arange(1, n_curve + 1) / n_curve)
-    scan = np.union1d(coarse, curve_rates)
-    scan = scan[scan > 0.0]  # a line rate near the smallest double can underflow k/n
-    scan_loss, scan_terms = model(scan)
-    at = np.searchsorted(scan, curve_rates)
+    # 1. Coarse scan, the plotting grid included (one loss call).  Rate 0 heads the
+    #    arrays below as a cell end that is never evaluated: T is +inf there, and the
+    #    no-traffic limit (loss 0, one round) stands in for the bound and the jump test of
+    #    the first cell (0, r1].
+    scan, at = _scan_grid(line_rate, n_curve)
+    scan_loss = _call_loss(loss, scan)
+    rates = np.concatenate(([0.0], scan))
+    losses = np.concatenate(([0.0], scan_loss))
+    scan_terms, cell_low = evaluate(scan, scan_loss, _cell_bounds(rates, losses))
     curve = TransferCurve(
         send_rate_bps=scan[at],
         total_s=scan_terms.total_s[at],
@@ -378,22 +435,34 @@ def effective_bottleneck_rate(
             curve,
         )
 
-    # 2.-4. Refine.  Rate 0 heads the arrays as a cell end that is never evaluated: T is
-    #    +inf there, and the no-traffic limit (loss 0, one round) stands in for the bound
-    #    and the jump test of the first cell (0, r1].
-    rates = np.concatenate(([0.0], scan))
+    # 2.-4. Refine.  Per point: its rate, T, loss, rounds, the bound of the cell it starts
+    #    (the last point starts none), and where it was evaluated -- an index into the
+    #    concatenated results of the passes (-1 for rate 0), so that the terms at the
+    #    optimum are read back rather than recomputed.
     totals = np.concatenate(([np.inf], scan_terms.total_s))
-    losses = np.concatenate(([0.0], scan_loss))
     rounds = np.concatenate(([1.0], scan_terms.rounds))
+    low = np.concatenate((cell_low, [np.inf]))
+    origin = np.arange(-1, scan.size)
+    passes = [scan_terms]
     evaluations = scan.size
-    split = np.arange(1, _SPLIT) / _SPLIT
     for _ in range(_MAX_PASSES):
-        alive = _cells_to_split(rates, totals, losses, rounds, resolution, bound)
+        alive = _cells_to_split(rates, totals, rounds, low, resolution)
         if alive.size == 0:
             break
         left, right = rates[alive], rates[alive + 1]
-        new_rates = (left[:, None] + (right - left)[:, None] * split).ravel()
-        new_loss, terms = model(new_rates)
+        inside = left[:, None] + (right - left)[:, None] * _SPLIT_AT
+        new_rates = inside.ravel()
+        new_loss = _call_loss(loss, new_rates)
+        # Each split cell becomes _SPLIT cells, between its ends and the new points.
+        ends = np.column_stack((left, inside, right))
+        end_losses = np.column_stack(
+            (losses[alive], new_loss.reshape(inside.shape), losses[alive + 1])
+        )
+        terms, sub_low = evaluate(new_rates, new_loss, _cell_bounds(ends, end_losses))
+        sub_low = sub_low.reshape(alive.size, _SPLIT)
+        low[alive] = sub_low[:, 0]  # the left end now starts the first part
+        passes.append(terms)
+        new_origin = np.arange(evaluations, evaluations + new_rates.size)
         evaluations += new_rates.size
         # Merge, keeping the rates sorted: every new rate lies inside its own cell.
         order = np.argsort(np.concatenate((rates, new_rates)), kind="stable")
@@ -401,23 +470,29 @@ def effective_bottleneck_rate(
         totals = np.concatenate((totals, terms.total_s))[order]
         losses = np.concatenate((losses, new_loss))[order]
         rounds = np.concatenate((rounds, terms.rounds))[order]
+        low = np.concatenate((low, sub_low[:, 1:].ravel()))[order]
+        origin = np.concatenate((origin, new_origin))[order]
 
     # The best evaluated point; argmin takes the first, i.e. the lowest rate, on a tie.
     i = int(np.argmin(totals))
     rate = float(rates[i])
-    at_best = _evaluate(np.array([rate]), np.array([losses[i]]), total_bytes, float(payload), delay)
+    j = int(origin[i])
+    for at_best in passes:
+        if j < at_best.total_s.size:
+            break
+        j -= at_best.total_s.size
     limited_by: Literal["end-system", "line-rate"] = (
         "line-rate" if line_rate - rate <= resolution else "end-system"
     )
     return BottleneckRate(
         rate_bps=rate,
-        transfer_time_s=float(at_best.total_s[0]),
+        transfer_time_s=float(at_best.total_s[j]),
         loss=float(losses[i]),
-        n_resend=float(at_best.n_resend[0]),
-        rounds=int(at_best.rounds[0]),
-        first_blast_s=float(at_best.first_blast_s[0]),
-        resend_s=float(at_best.resend_s[0]),
-        feedback_s=float(at_best.feedback_s[0]),
+        n_resend=float(at_best.n_resend[j]),
+        rounds=int(at_best.rounds[j]),
+        first_blast_s=float(at_best.first_blast_s[j]),
+        resend_s=float(at_best.resend_s[j]),
+        feedback_s=float(at_best.feedback_s[j]),
         limited_by=limited_by,
         line_rate_bps=line_rate,
         resolution_bps=resolution,

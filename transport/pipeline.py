@@ -22,7 +22,8 @@ hundred rates per call, a handful of calls in all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -67,7 +68,8 @@ class PipelineResult:
     queue_at_rate : queues.BulkQueueSolution
         Stage 2 evaluated at the effective bottleneck rate (one arrival rate): loss,
         throughput (packets/s and bit/s), mean occupancy, busy probability and the
-        occupancy distribution of the NIC buffer.
+        occupancy distribution of the NIC buffer.  Solved on first access (the rate
+        and the loss there do not need it), then kept.
     """
 
     workload: srn.Workload
@@ -75,7 +77,13 @@ class PipelineResult:
     nic_service: NicService
     service: srn.InterruptServiceTime
     bottleneck: BottleneckRate
-    queue_at_rate: queues.BulkQueueSolution
+    # Stage 2 as a function of the rate, for queue_at_rate (internal).
+    _nic: _NicQueue = field(repr=False, compare=False)
+
+    @functools.cached_property
+    def queue_at_rate(self) -> queues.BulkQueueSolution:
+        """Stage 2 at the effective bottleneck rate (see the class attributes)."""
+        return self._nic.solve([self.bottleneck.rate_bps])
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form: the headline figures first, then each stage in full.
@@ -248,12 +256,11 @@ def workload_bottleneck_rate(
         packet_payload_bytes=host.packet_payload_bytes,
         curve_points=points,
     )
-    at_rate = nic.solve([bottleneck.rate_bps])
     return PipelineResult(
         workload=service.workload,
         profile=host,
         nic_service=kind,
         service=service,
         bottleneck=bottleneck,
-        queue_at_rate=at_rate,
+        _nic=nic,
     )

@@ -168,6 +168,29 @@ def test_bad_queries_name_the_field(
     assert body["errors"][0]["field"] == field
 
 
+def test_query_validation_reports_each_field_and_its_limit(
+    client: TestClient, problem_of: Any
+) -> None:
+    # The whole query string is validated at once; every bad field is reported, in the
+    # documented order, with the limit it broke.
+    query = {**PAPER, "cpu_tasks": "x", "cores": 0, "disks": 99, "nic_service": "fast"}
+    body = problem_of(client.get("/bottleneck-rate", params=query), 422)
+    assert body["type"] == "/problems/validation-error"
+    errors = {e["field"]: e for e in body["errors"]}
+    assert list(errors) == ["query.cpu_tasks", "query.cores", "query.disks", "query.nic_service"]
+    assert (errors["query.cores"]["limit"], errors["query.cores"]["allowed"]) == ("minimum", 1)
+    assert (errors["query.disks"]["limit"], errors["query.disks"]["allowed"]) == ("maximum", 16)
+
+
+def test_unknown_query_parameters_are_ignored_and_the_last_repeat_counts(
+    client: TestClient,
+) -> None:
+    plain = client.get("/bottleneck-rate", params=PAPER).json()
+    query = "&".join(f"{k}={v}" for k, v in PAPER.items())
+    other = client.get(f"/bottleneck-rate?cpu_tasks=7&{query}&colour=blue").json()
+    assert other == plain
+
+
 def test_missing_query_parameters_are_listed(client: TestClient, problem_of: Any) -> None:
     body = problem_of(client.get("/bottleneck-rate", params={"cpu_tasks": 1}), 422)
     fields = {e["field"] for e in body["errors"]}

@@ -2,16 +2,20 @@
 
 Also: the built-in profile holds SPEC's values, results serialise to strict JSON, the
 nets returned by ``end_system_nets`` solve (with the generic engine calls) to the same
-answer as ``interrupt_service_time``, and compiled shapes are cached and reused.
+answer as ``interrupt_service_time``, compiled shapes are cached and reused, and the
+rates a shape computes without the expression engine are the engine's, bit for bit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import srn.endsystem as endsystem
 from srn import (
@@ -280,3 +284,66 @@ def test_shape_cache_is_bounded() -> None:
     assert len(cache) == 3
     cache.get(90, 2, endsystem.DEFAULT_LIMITS)  # 2116 states: alone over the state budget
     assert len(cache) == 1
+
+
+def log_uniform(lo: float, hi: float) -> st.SearchStrategy[float]:
+    return st.floats(np.log10(lo), np.log10(hi)).map(lambda x: float(10.0**x))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    io=st.integers(0, 7),
+    disks=st.integers(1, 4),
+    cpu=st.integers(0, 900),
+    cores=st.integers(1, 256),
+    mu=st.tuples(*[log_uniform(1e-6, 1e12)] * 3),
+)
+def test_direct_edge_rates_are_the_engines_bit_for_bit(
+    io: int, disks: int, cpu: int, cores: int, mu: tuple[float, float, float]
+) -> None:
+    """The shape computes the rates per call without the expression engine; the engine,
+    evaluating the nets' rate expressions, is the reference."""
+    shape = endsystem._SHAPES.get(io, disks, endsystem.DEFAULT_LIMITS)
+    assert shape.rates_a is not None and shape.rates_b is not None  # the fast path is on
+    values = {
+        "mu_io_cpu": mu[0],
+        "mu_disk": mu[1],
+        "mu_net": mu[2],
+        "cpu_tasks": float(cpu),
+        "cores": float(cores),
+    }
+    engine_a = shape.graph_a.with_parameters(values).edge_rates()
+    engine_b = shape.graph_b.with_parameters(values).edge_rates()
+    assert np.array_equal(shape.rates_a(values), engine_a)
+    assert np.array_equal(shape.rates_b(values), engine_b)
+
+
+@pytest.mark.parametrize("w", [Workload(3, 2), Workload(1, 5, cores=2, disks=3)])
+def test_engine_path_gives_the_same_result(w: Workload, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shape whose direct rates disagree with the engine uses the engine's rates (and
+    its initial distribution): the answer is the same, bit for bit."""
+    fast = interrupt_service_time(w, SX280).to_dict(include_phase_type=True)
+    endsystem._SHAPES.clear()
+    with monkeypatch.context() as patch:
+        patch.setattr(endsystem._EdgeRates, "__call__", lambda self, p: np.zeros(self.n_edges))
+        shape = endsystem._SHAPES.get(w.io_tasks, w.disks, endsystem.DEFAULT_LIMITS)
+        assert shape.rates_a is None and shape.rates_b is None
+        engine = interrupt_service_time(w, SX280).to_dict(include_phase_type=True)
+    endsystem._SHAPES.clear()
+    assert json.dumps(engine) == json.dumps(fast)
+
+
+def test_distribution_is_built_on_first_access() -> None:
+    # The bottleneck rate needs only the mean: quantiles, CDF grid and T come on demand.
+    r = interrupt_service_time(Workload(2, 3, disks=2), SX280)
+    assert "absorption" not in vars(r) and "quantiles_s" not in vars(r)
+    assert set(r.quantiles_s) == {0.5, 0.9, 0.99}
+    assert r.absorption is r.absorption and r.absorption.mean == r.mean_s
+    assert r.times_s[-1] > r.quantiles_s[0.99] > r.quantiles_s[0.5] > 0
+
+
+def test_profile_and_workload_dicts_hold_every_field() -> None:
+    w = Workload(2, 3, cores=4, disks=2)
+    assert w.to_dict() == dataclasses.asdict(w)
+    assert list(SX280.to_dict()) == [f.name for f in dataclasses.fields(SX280)]
+    assert SX280.to_dict() == dataclasses.asdict(SX280)

@@ -396,3 +396,15 @@ def test_impossible_nic_is_rejected_with_the_field_name() -> None:
         )
     name = getattr(err.value, "field", None) or getattr(err.value, "parameter", None)
     assert name in {"buffer_packets", "coalesce_packets", "capacity"}
+
+
+def test_queue_at_rate_is_solved_on_first_access() -> None:
+    # The rate and the loss there do not need the full queue solution (GET
+    # /bottleneck-rate never asks for it); it is solved when read, then kept.
+    r = workload_bottleneck_rate(
+        Workload(cpu_tasks=2, io_tasks=1), PROFILE, file_size_bytes=SIZE, propagation_delay_s=DELAY
+    )
+    assert "queue_at_rate" not in vars(r)
+    q = r.queue_at_rate
+    assert r.queue_at_rate is q
+    assert q.loss_probability[0] == pytest.approx(r.bottleneck.loss, rel=1e-12)

@@ -424,3 +424,76 @@ def test_invalid_search_inputs_name_the_parameter(
         effective_bottleneck_rate(loss, **args)  # type: ignore[arg-type]
     assert info.value.parameter == parameter
     assert str(info.value).startswith(f"{parameter}: ")
+
+
+# --- the bookkeeping against a plain rendering of the documented algorithm ------------
+
+
+def reference_search(
+    loss: Callable[[np.ndarray], np.ndarray], line_rate: float, size: int, delay: float
+) -> tuple[float, int]:
+    """The branch-and-bound of the module docstring, written plainly: every pass
+    recomputes every cell's bound and re-sorts all points; (best rate, rates evaluated).
+
+    The search keeps its bounds and origins incrementally and evaluates the bounds of new
+    cells with the new points; the decisions (and so the answer) must be the same.
+    """
+    res = max(min(1e5, 1e-4 * line_rate), 1e-9 * line_rate)
+    scan = np.union1d(line_rate * (np.arange(1, 257) / 256), line_rate * (np.arange(1, 201) / 200))
+    rates = np.concatenate(([0.0], scan))
+    losses = np.concatenate(([0.0], loss(scan)))
+    t = transfer_time(scan, losses[1:], size, delay)
+    totals = np.concatenate(([np.inf], np.where(t.completes, t.total_s, np.inf)))
+    rounds = np.concatenate(([1.0], np.where(t.completes, t.rounds, np.inf)))
+    evaluations = scan.size
+    while True:
+        low = transfer_time(rates[1:], np.minimum(losses[:-1], losses[1:]), size, delay)
+        low_t = np.where(low.completes, low.total_s, np.inf)
+        at_min = np.isfinite(totals)
+        at_min &= totals <= np.concatenate(([np.inf], totals[:-1]))
+        at_min &= totals <= np.concatenate((totals[1:], [np.inf]))
+        worth = (rounds[:-1] != rounds[1:]) | at_min[:-1] | at_min[1:]
+        alive = np.flatnonzero((low_t <= totals.min()) & (np.diff(rates) > res) & worth)
+        if alive.size > 64:
+            alive = np.sort(alive[np.lexsort((alive, low_t[alive]))[:64]])
+        if alive.size == 0:
+            break
+        width = rates[alive + 1] - rates[alive]
+        new = (rates[alive][:, None] + width[:, None] * (np.arange(1, 8) / 8)).ravel()
+        new_loss = loss(new)
+        t = transfer_time(new, new_loss, size, delay)
+        evaluations += new.size
+        rates = np.concatenate((rates, new))
+        order = np.argsort(rates, kind="stable")
+        rates = rates[order]
+        losses = np.concatenate((losses, new_loss))[order]
+        totals = np.concatenate((totals, np.where(t.completes, t.total_s, np.inf)))[order]
+        rounds = np.concatenate((rounds, np.where(t.completes, t.rounds, np.inf)))[order]
+    return float(rates[int(np.argmin(totals))]), evaluations
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    mu=st.floats(20_000.0, 200_000.0),
+    k=st.integers(8, 128),
+    size=st.sampled_from([2_000, 50_000, 500_000_000, 10_000_000_000]),
+    delay=st.floats(1e-4, 0.5),
+    line_rate=st.sampled_from([1e8, 1e9, 1e10]),
+)
+def test_search_agrees_with_the_plain_algorithm(
+    mu: float, k: int, size: int, delay: float, line_rate: float
+) -> None:
+    loss = mm1k_loss(mu, k)
+    best = effective_bottleneck_rate(
+        loss, line_rate_bps=line_rate, file_size_bytes=size, propagation_delay_s=delay
+    )
+    assert (best.rate_bps, best.loss_evaluations) == reference_search(loss, line_rate, size, delay)
+    # The terms reported at the optimum are the formula's there, exactly.
+    t = transfer_time(best.rate_bps, best.loss, size, delay)
+    assert best.transfer_time_s == float(t.total_s)
+    assert (best.first_blast_s, best.resend_s, best.feedback_s) == (
+        float(t.first_blast_s),
+        float(t.resend_s),
+        float(t.feedback_s),
+    )
+    assert (best.n_resend, best.rounds) == (float(t.n_resend), int(t.rounds))
