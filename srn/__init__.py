@@ -15,7 +15,7 @@ The end-system model of the paper (SPEC sections 1-2) is built on it::
     r.rate_per_s, r.quantiles_s, r.phase_type()
 """
 
-from ._compiled import CompiledNet, compile_net
+from ._compiled import CompiledNet, compile_net, reachability_graph
 from .endsystem import (
     DEFAULT_PROFILE,
     HOST_PROFILES,
@@ -40,7 +40,7 @@ from .errors import (
     WorkloadError,
 )
 from .net import Limits, Net, Place, Transition, immediate, timed
-from .reachability import ReachabilityGraph, reachability_graph
+from .reachability import ReachabilityGraph
 from .solvers import (
     AbsorptionTime,
     SteadyState,

@@ -37,3 +37,39 @@ def lower_solve(
                 s -= data[k] * z[j]
         z[i] = omega * s / diag[i]
     return z
+
+
+@njit(cache=True, nogil=True)
+def row_hash(markings: NDArray[np.int32], origin: NDArray[np.intp]) -> NDArray[np.uint64]:
+    """A 64-bit FNV-style hash of each ``(origin, marking row)``, in one pass over the rows."""
+    n, k = markings.shape
+    out = np.empty(n, dtype=np.uint64)
+    prime = np.uint64(0x100000001B3)
+    for i in range(n):
+        h = np.uint64(origin[i]) * np.uint64(0x9E3779B97F4A7C15)
+        for p in range(k):
+            h ^= np.uint64(markings[i, p])
+            h *= prime
+            h ^= h >> np.uint64(29)
+        out[i] = h
+    return out
+
+
+@njit(cache=True, nogil=True)
+def same_as_previous(
+    markings: NDArray[np.int32], origin: NDArray[np.intp], order: NDArray[np.intp]
+) -> NDArray[np.bool_]:
+    """``out[i]``: row ``order[i + 1]`` equals row ``order[i]`` (marking and origin)."""
+    n, k = markings.shape
+    out = np.zeros(max(n - 1, 0), dtype=np.bool_)
+    for i in range(1, n):
+        a, b = order[i - 1], order[i]
+        if origin[a] != origin[b]:
+            continue
+        equal = True
+        for p in range(k):
+            if markings[a, p] != markings[b, p]:
+                equal = False
+                break
+        out[i - 1] = equal
+    return out

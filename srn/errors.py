@@ -104,16 +104,25 @@ class LimitExceededError(SRNError):
     maximum : int
         The configured value of the limit.
     reached : int
-        The count that was reached when the engine stopped.
+        The count that was reached when the engine stopped.  Exploration stops as
+        soon as the count passes the limit, so for ``max_states`` and
+        ``max_vanishing`` this is ``maximum + 1``: "more than the limit".
+    hint : str or None
+        How to raise the limit (for example ``"srn.Limits(max_states=...)"``), when
+        it is a setting of the engine.
     """
 
-    def __init__(self, limit: str, maximum: int, reached: int, what: str = "") -> None:
+    def __init__(
+        self, limit: str, maximum: int, reached: int, what: str = "", *, hint: str | None = None
+    ) -> None:
         self.limit = limit
         self.maximum = maximum
         self.reached = reached
+        self.hint = hint
         detail = f" ({what})" if what else ""
+        advice = f"; to allow more, raise it with {hint}" if hint else ""
         super().__init__(
-            f"limit {limit}={maximum} exceeded: reached {reached}{detail}", field=limit
+            f"limit {limit}={maximum} exceeded: reached {reached}{detail}{advice}", field=limit
         )
 
 
