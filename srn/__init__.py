@@ -30,6 +30,7 @@ from .endsystem import (
 )
 from .errors import (
     AbsorptionError,
+    ConvergenceError,
     EvaluationError,
     ExpressionError,
     LimitExceededError,
@@ -41,14 +42,8 @@ from .errors import (
 )
 from .net import Limits, Net, Place, Transition, immediate, timed
 from .reachability import ReachabilityGraph
-from .solvers import (
-    AbsorptionTime,
-    SteadyState,
-    TransientSolution,
-    steady_state,
-    time_to_absorption,
-    transient,
-)
+from .solvers import AbsorptionTime, TransientSolution, time_to_absorption, transient
+from .stationary import SolverAttempt, SteadyState, steady_state
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -56,6 +51,7 @@ __all__ = [
     "AbsorptionError",
     "AbsorptionTime",
     "CompiledNet",
+    "ConvergenceError",
     "EndSystemOccupancy",
     "EvaluationError",
     "ExpressionError",
@@ -69,6 +65,7 @@ __all__ = [
     "Place",
     "ReachabilityGraph",
     "SRNError",
+    "SolverAttempt",
     "SteadyState",
     "TransientSolution",
     "Transition",

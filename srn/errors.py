@@ -13,6 +13,7 @@ from typing import Any
 
 __all__ = [
     "AbsorptionError",
+    "ConvergenceError",
     "EvaluationError",
     "ExpressionError",
     "LimitExceededError",
@@ -161,6 +162,37 @@ class NotErgodicError(SRNError):
                 f"the CTMC is not ergodic: it has {len(self.classes)} closed classes "
                 f"of sizes {sizes[:10]}; the steady state depends on the initial marking"
             )
+        )
+
+
+class ConvergenceError(SRNError):
+    """No steady-state route reached the residual target within its budgets.
+
+    Attributes
+    ----------
+    attempts : list
+        Every route tried, as :class:`srn.SolverAttempt` records (method, residual
+        reached, iterations, seconds, note), in the order tried.
+    best_residual : float
+        The smallest residual ``||pi Q||_1`` any route reached (``inf`` if none
+        produced a usable vector).
+    target : float
+        The residual that was asked for.
+    """
+
+    def __init__(self, attempts: Sequence[Any], target: float) -> None:
+        self.attempts = list(attempts)
+        self.target = target
+        self.best_residual = min((a.residual for a in self.attempts), default=float("inf"))
+        tried = "; ".join(
+            f"{a.method}: residual {a.residual:.3g} after {a.iterations} iterations"
+            + (f" ({a.note})" if a.note else "")
+            for a in self.attempts
+        )
+        super().__init__(
+            f"no steady-state solver reached the residual target {target:.3g}; best residual "
+            f"{self.best_residual:.3g}; tried {tried}",
+            field="method",
         )
 
 
