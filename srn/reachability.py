@@ -469,7 +469,98 @@ def explore(
     VanishingLoopError, EvaluationError
         See :func:`srn.reachability_graph`.
     """
+    if _constant_rules(net):
+        return _explore_constant(net, params, starts)
     return _Explorer(net, params, starts).run()
+
+
+def _constant_rules(net: FiringRules) -> bool:
+    """Whether every firing rule is a constant (see :mod:`srn._exploration_kernels`)."""
+    return not net.immediate and all(
+        t.delta is not None
+        and t.guard is None
+        and all(a.constant is not None for a in t.inhibitors)
+        and t.rate.constant is not None
+        and t.rate.constant > 0
+        for t in net.timed
+    )
+
+
+def _explore_constant(
+    net: FiringRules, params: Mapping[str, float], starts: NDArray[Any]
+) -> ReachabilityGraph:
+    """Exploration by the compiled kernel; the same graph as :class:`_Explorer` gives."""
+    from . import _exploration_kernels as kernels
+
+    n_places = len(net.place_names)
+    shape = (len(net.timed), n_places)
+    needs = np.zeros(shape, dtype=np.int32)
+    inhibit = np.zeros(shape, dtype=np.int32)
+    delta = np.zeros(shape, dtype=np.int32)
+    for row, t in enumerate(net.timed):
+        for arc in t.inputs:
+            needs[row, arc.place] = max(needs[row, arc.place], arc.constant or 0)
+        for arc in t.inhibitors:
+            if arc.constant:
+                current = inhibit[row, arc.place]
+                inhibit[row, arc.place] = min(current, arc.constant) if current else arc.constant
+        assert t.delta is not None
+        delta[row] = t.delta
+    limits = net.limits
+    # Markings packed into one 64-bit key when every place fits its share of the bits
+    # (4 bits each for up to 16 places); otherwise, or when a count outgrows its field,
+    # the kernel compares whole rows.
+    bits = 64 // n_places if n_places else 0
+    for attempt_bits in [bits, 0] if bits >= 2 else [0]:
+        status, markings, start_ids, src, dst, tid, enabled = kernels.explore_constant(
+            np.ascontiguousarray(starts, dtype=np.int32),
+            needs,
+            inhibit,
+            delta,
+            limits.max_states,
+            limits.max_edges,
+            min(attempt_bits, 31),
+        )
+        if status != kernels.REPACK:
+            break
+    if status == kernels.STATES_EXCEEDED:
+        raise limits.exceeded("max_states", limits.max_states + 1, "tangible markings")
+    if status == kernels.EDGES_EXCEEDED:
+        raise limits.exceeded("max_edges", limits.max_edges + 1, "CTMC transitions")
+    if status == kernels.OVERFLOW:
+        # The NumPy explorer finds the same overflow and names the transition and marking.
+        return _Explorer(net, params, starts).run()
+    # Only timed transitions, so the kernel's row numbers are the transition indices.
+    src, dst, tid = kernels.group_by_transition(src, dst, tid, len(net.transitions))
+    markings.flags.writeable = False
+    empty = np.zeros(0)
+    return ReachabilityGraph(
+        net=net,
+        markings=markings,
+        src=src,
+        dst=dst,
+        transition=tid,
+        probability=None,
+        start_map=(
+            np.arange(len(starts)),
+            start_ids.astype(np.int64),
+            np.ones(len(starts)),
+            len(starts),
+        ),
+        dead=np.flatnonzero(~enabled),
+        immediate_flow=(
+            empty.astype(np.int64),
+            empty.astype(np.int32),
+            empty.astype(np.intp),
+            empty,
+        ),
+        n_vanishing=0,
+        zero_rate_firings=0,
+        parameters=dict(params),
+        sorted_keys=None,
+        sorted_ids=None,
+        codec=None,
+    )
 
 
 class ReachabilityGraph:
@@ -514,9 +605,9 @@ class ReachabilityGraph:
         n_vanishing: int,
         zero_rate_firings: int,
         parameters: dict[str, float],
-        sorted_keys: NDArray[Any],
-        sorted_ids: NDArray[np.int64],
-        codec: _KeyCodec,
+        sorted_keys: NDArray[Any] | None,
+        sorted_ids: NDArray[np.int64] | None,
+        codec: _KeyCodec | None,
     ) -> None:
         self.net = net
         self.markings = markings
@@ -642,13 +733,24 @@ class ReachabilityGraph:
             If the marking is not a reachable tangible marking.
         """
         row = self._as_row(marking)
-        if not self._codec.fits(row[None, :]):
+        codec, sorted_keys, sorted_ids = self._lookup()
+        if not codec.fits(row[None, :]):
             raise KeyError(f"marking {self.net.marking_dict(row)} is not reachable")
-        key = self._codec.encode(row[None, :])
-        pos = int(np.searchsorted(self._sorted_keys, key)[0])
-        if pos < len(self._sorted_keys) and self._sorted_keys[pos] == key[0]:
-            return int(self._sorted_ids[pos])
+        key = codec.encode(row[None, :])
+        pos = int(np.searchsorted(sorted_keys, key)[0])
+        if pos < len(sorted_keys) and sorted_keys[pos] == key[0]:
+            return int(sorted_ids[pos])
         raise KeyError(f"marking {self.net.marking_dict(row)} is not a reachable tangible marking")
+
+    def _lookup(self) -> tuple[_KeyCodec, NDArray[Any], NDArray[np.int64]]:
+        """The sorted key index of the markings, built on first use when exploration had none."""
+        if self._codec is None or self._sorted_keys is None or self._sorted_ids is None:
+            codec = _KeyCodec(self.markings.max(axis=0, initial=0))
+            keys = codec.encode(self.markings)
+            order = np.argsort(keys, kind="stable")
+            self._codec, self._sorted_keys = codec, keys[order]
+            self._sorted_ids = order.astype(np.int64)
+        return self._codec, self._sorted_keys, self._sorted_ids
 
     def _as_row(self, marking: Mapping[str, int] | ArrayLike) -> NDArray[Any]:
         if isinstance(marking, Mapping):

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from srn import LimitExceededError, Limits, Net, compile_net, immediate, reachability_graph, timed
@@ -48,11 +49,15 @@ def test_vanishing_markings_count_against_max_vanishing():
     assert "srn.Limits(max_vanishing=...)" in str(err)
 
 
-def kanban(n: int) -> Net:
-    """The Kanban net of Ciardo and Tilgner (4 cells), as in benchmarks/srn_scale.py."""
+def kanban(n: int, guard: str | None = None) -> Net:
+    """The Kanban net of Ciardo and Tilgner (4 cells), as in benchmarks/srn_scale.py.
+
+    A guard on ``in1`` (e.g. the always-true ``"#kan1 >= 0"``) keeps the net off the
+    compiled constant-rules explorer, so the NumPy explorer is the one exercised.
+    """
     redo, ok = (0.36, 0.42, 0.39, 0.33), (0.84, 0.98, 0.91, 0.77)
     places: dict[str, int] = {}
-    ts = [timed("in1", 1.0, inputs={"kan1": 1}, outputs={"m1": 1})]
+    ts = [timed("in1", 1.0, inputs={"kan1": 1}, outputs={"m1": 1}, guard=guard)]
     for i in range(1, 5):
         places |= {f"kan{i}": n, f"m{i}": 0, f"back{i}": 0, f"out{i}": 0}
         ts += [
@@ -81,7 +86,7 @@ def kanban(n: int) -> Net:
 def test_exploration_stops_at_the_state_limit():
     # Kanban N=3 has 58,400 tangible markings (Ciardo and Tilgner); stop at 20,000.
     limit = 20_000
-    compiled = compile_net(kanban(3), Limits(max_states=limit))
+    compiled = compile_net(kanban(3, guard="#kan1 >= 0"), Limits(max_states=limit))
     chunks: list[int] = []
     first_timed = compiled.timed[0]
     original = compiled.timed_enabled
@@ -104,6 +109,33 @@ def test_exploration_stops_at_the_state_limit():
         hi += size
         assert size <= max(limit - hi, 1024)
     assert hi <= limit
+    assert len(chunks) > 1
+
+
+@pytest.mark.parametrize("limit", [1, 4_599])
+def test_the_compiled_explorer_stops_at_the_state_limit_too(limit):
+    # Kanban N=2 (4,600 states) has only constant firing rules: the compiled explorer.
+    with pytest.raises(LimitExceededError) as info:
+        reachability_graph(kanban(2), limits=Limits(max_states=limit))
+    assert (info.value.limit, info.value.reached) == ("max_states", limit + 1)
+    with pytest.raises(LimitExceededError) as info:
+        reachability_graph(kanban(2), limits=Limits(max_edges=1000))
+    assert (info.value.limit, info.value.reached) == ("max_edges", 1001)
+
+
+def test_compiled_and_numpy_explorers_build_the_same_graph():
+    # Same net, once with constant rules (compiled kernel) and once with an always-true
+    # guard (NumPy explorer): the same markings, edges and generator up to numbering.
+    fast = reachability_graph(kanban(2))
+    slow = reachability_graph(kanban(2, guard="#kan1 >= 0"))
+    assert fast.n_states == slow.n_states == 4_600
+    assert fast.n_edges == slow.n_edges == 28_120  # PRISM Kanban case study, N = 2
+    to_slow = np.array([slow.index(row) for row in fast.markings])
+    assert sorted(to_slow.tolist()) == list(range(slow.n_states))
+    Qf, Qs = fast.generator(), slow.generator()
+    assert abs(Qs[to_slow][:, to_slow] - Qf).max() == 0.0
+    assert fast.dead_states.size == slow.dead_states.size == 0
+    assert fast.index(fast.markings[17]) == 17
 
 
 def test_a_net_just_inside_the_state_limit_is_explored_whole():
