@@ -67,7 +67,7 @@ class Limits:
     max_places: int = 1_000
     max_expression_length: int = 1_000
     max_vanishing_depth: int = 10_000
-    max_vanishing: int = 500_000
+    max_vanishing: int = 200_000
 
     def exceeded(self, name: str, reached: int, what: str = "") -> LimitExceededError:
         """The error for limit ``name`` (a field of this class) reached at ``reached``.
