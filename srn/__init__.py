@@ -41,6 +41,14 @@ from .errors import (
 )
 from .net import Limits, Net, Place, Transition, immediate, timed
 from .reachability import ReachabilityGraph, reachability_graph
+from .rewards import (
+    AccumulatedReward,
+    CumulativeSolution,
+    Reward,
+    accumulated_reward,
+    cumulative_transient,
+    reward_rate,
+)
 from .solvers import (
     AbsorptionTime,
     SteadyState,
@@ -55,7 +63,9 @@ __all__ = [
     "HOST_PROFILES",
     "AbsorptionError",
     "AbsorptionTime",
+    "AccumulatedReward",
     "CompiledNet",
+    "CumulativeSolution",
     "EndSystemOccupancy",
     "EvaluationError",
     "ExpressionError",
@@ -68,6 +78,7 @@ __all__ = [
     "NotErgodicError",
     "Place",
     "ReachabilityGraph",
+    "Reward",
     "SRNError",
     "SteadyState",
     "TransientSolution",
@@ -75,13 +86,16 @@ __all__ = [
     "VanishingLoopError",
     "Workload",
     "WorkloadError",
+    "accumulated_reward",
     "compile_net",
+    "cumulative_transient",
     "end_system_nets",
     "end_system_state_count",
     "host_profile",
     "immediate",
     "interrupt_service_time",
     "reachability_graph",
+    "reward_rate",
     "steady_state",
     "time_to_absorption",
     "timed",
