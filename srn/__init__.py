@@ -40,6 +40,7 @@ from .errors import (
     WorkloadError,
 )
 from .net import Limits, Net, Place, Transition, immediate, timed
+from .pnml import PnmlError, PnmlLimits, read_pnml, write_pnml
 from .reachability import ReachabilityGraph, reachability_graph
 from .rewards import (
     AccumulatedReward,
@@ -77,6 +78,8 @@ __all__ = [
     "NetDefinitionError",
     "NotErgodicError",
     "Place",
+    "PnmlError",
+    "PnmlLimits",
     "ReachabilityGraph",
     "Reward",
     "SRNError",
@@ -95,9 +98,11 @@ __all__ = [
     "immediate",
     "interrupt_service_time",
     "reachability_graph",
+    "read_pnml",
     "reward_rate",
     "steady_state",
     "time_to_absorption",
     "timed",
     "transient",
+    "write_pnml",
 ]
