@@ -4,7 +4,7 @@ Commands::
 
     blastrate rate  -C 2 -I 1 --file-size 500MB --delay 100ms   # effective bottleneck rate
     blastrate curve -C 2 -I 1 --file-size 500MB --delay 100ms --output curve.csv
-    blastrate solve net.json                                     # a general SRN
+    blastrate solve net.json                                     # a general SRN (or net.pnml)
     blastrate profiles                                           # the host profiles
     blastrate serve --host 127.0.0.1 --port 8000 --workers 1     # the HTTP service
 
@@ -385,21 +385,12 @@ def _cmd_curve(args: argparse.Namespace) -> int:
 
 
 def _read_net_request(path: str, analysis: str | None, times: str | None) -> dict[str, Any]:
+    from .net_files import NetFileError, read_net_request
+
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    except OSError as exc:
-        raise CliError(f"{path}: {exc.strerror or exc}", EXIT_USAGE) from None
-    except UnicodeDecodeError:
-        raise CliError(f"{path}: not a UTF-8 text file", EXIT_USAGE) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(
-            f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}", EXIT_USAGE
-        ) from None
-    if not isinstance(data, dict):
-        raise CliError(f"{path}: expected a JSON object", EXIT_USAGE)
-    request = data if "net" in data else {"net": data}
+        request = read_net_request(path)  # JSON, or PNML (.pnml/.xml or '<...')
+    except NetFileError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
     if analysis:
         request["analysis"] = analysis
     if times:
@@ -564,9 +555,11 @@ def build_parser() -> argparse.ArgumentParser:
     curve.add_argument("--format", choices=("table", "csv", "json"), help="output format")
     curve.set_defaults(run=_cmd_curve)
 
-    solve = sub.add_parser("solve", help="solve a general SRN from a JSON file")
+    solve = sub.add_parser("solve", help="solve a general SRN from a JSON or PNML file")
     solve.add_argument(
-        "net", metavar="NET.json", help="a POST /srn/solve body or a bare net ('-' for stdin)"
+        "net",
+        metavar="NET.json|NET.pnml",
+        help="a POST /srn/solve body, a bare net, or a PNML file ('-' for stdin)",
     )
     solve.add_argument(
         "--analysis", choices=("steady-state", "transient", "absorption"), help="override"

@@ -27,6 +27,7 @@ __all__ = [
     "Problem",
     "ServiceTimeRequest",
     "ServiceTimeResult",
+    "SrnReward",
     "SrnSolveRequest",
     "SrnSolveResult",
     "TransferRequest",
@@ -717,11 +718,28 @@ class SrnInitial(RequestModel):
     )
 
 
+class SrnReward(RequestModel):
+    """A reward with a rate part and impulse parts (both optional)."""
+
+    rate: float | Expression | None = Field(
+        default=None, description="Reward per second as an expression of the marking."
+    )
+    impulse: dict[Name, float] = Field(
+        default_factory=dict,
+        max_length=MAX_LIST,
+        description="Transition name -> reward earned each time it fires.",
+    )
+
+
 class SrnMeasures(RequestModel):
     """Reward measures to report."""
 
-    rewards: dict[Name, Annotated[float, Field()] | Expression] = Field(
-        default_factory=dict, description="Name -> reward rate as an expression of the marking."
+    rewards: dict[Name, Annotated[float, Field()] | Expression | SrnReward] = Field(
+        default_factory=dict,
+        description="Name -> reward: an expression of the marking (a reward rate), or "
+        "`{rate, impulse}`.  Steady state reports E[rate] + sum(impulse_t * throughput_t); "
+        "transient reports that rate at each time in `rewards` and the expected reward "
+        "earned over [0, t] in `accumulated_rewards`.",
     )
     probabilities: dict[Name, Expression] = Field(
         default_factory=dict, description="Name -> condition on the marking."
@@ -749,7 +767,18 @@ class SrnSolveRequest(RequestModel):
 
     model_config = ConfigDict(json_schema_extra={"examples": [SRN_EXAMPLE]})
 
-    net: SrnNet
+    net: SrnNet | None = Field(
+        default=None, description="The net as JSON; give either `net` or `pnml`."
+    )
+    pnml: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The net as a PNML document: the GSPN dialect of PIPE and Storm "
+        "(`Default,N` markings, `rate`, `timed`, `priority`, `weight`, `infiniteServer`, "
+        "normal and inhibitor arcs) or the ISO/IEC 15909-2 place/transition core (P/T "
+        "transitions are timed at rate 1/s).  DTDs and entities are refused; the document "
+        "is bounded by `max_body_bytes` and `max_pnml_elements`.",
+    )
     parameters: dict[Name, float] = Field(
         default_factory=dict, description="Overrides of the net's parameter values."
     )
@@ -774,9 +803,19 @@ class SrnSolveRequest(RequestModel):
         default=False, description="Return the markings and their probabilities (small chains)."
     )
 
+    @model_validator(mode="after")
+    def _one_net(self) -> SrnSolveRequest:
+        if (self.net is None) == (self.pnml is None):
+            raise ValueError("give exactly one of 'net' (JSON) and 'pnml' (a PNML document)")
+        return self
+
 
 class Measures(ResponseModel):
     rewards: dict[str, Any] = Field(default_factory=dict)
+    accumulated_rewards: dict[str, Any] | None = Field(
+        default=None,
+        description="Transient only: expected reward earned over [0, t], one value per time.",
+    )
     probabilities: dict[str, Any] = Field(default_factory=dict)
     mean_tokens: dict[str, Any] | None = None
     throughput: dict[str, Any] | None = None

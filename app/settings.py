@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     max_expression_length: int = Field(
         default=500, ge=1, description="Characters in one expression (rate, guard, reward...)."
     )
+    max_pnml_elements: int = Field(
+        default=100_000, ge=1, description="XML elements in a posted PNML document."
+    )
     max_time_points: int = Field(
         default=1_000, ge=1, description="Time points in a transient or absorption-time grid."
     )

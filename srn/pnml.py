@@ -53,6 +53,9 @@ class PnmlError(NetDefinitionError):
         Line number of that element in the document (1-based).
     limit : str or None
         Name of the limit reached, when the document was too large.
+    maximum, reached : int or None
+        The limit's value and how far the document went (``reached`` is a lower bound
+        when parsing stopped at the limit).
     """
 
     def __init__(
@@ -62,6 +65,8 @@ class PnmlError(NetDefinitionError):
         element: str | None = None,
         line: int | None = None,
         limit: str | None = None,
+        maximum: int | None = None,
+        reached: int | None = None,
         field: str | None = "pnml",
     ) -> None:
         where = ""
@@ -74,6 +79,8 @@ class PnmlError(NetDefinitionError):
         self.element = element
         self.line = line
         self.limit = limit
+        self.maximum = maximum
+        self.reached = reached
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,8 @@ class _Builder:
                 element=local,
                 line=self._line(),
                 limit="max_elements",
+                maximum=self.limits.max_elements,
+                reached=self.count,
             )
         if len(self.stack) >= self.limits.max_depth:
             raise PnmlError(
@@ -139,6 +148,8 @@ class _Builder:
                 element=local,
                 line=self._line(),
                 limit="max_depth",
+                maximum=self.limits.max_depth,
+                reached=len(self.stack) + 1,
             )
         node = _Node(local, {k.rsplit("}", 1)[-1]: v for k, v in attrib.items()}, self._line())
         if self.stack:
@@ -166,6 +177,8 @@ def _parse(document: str | bytes, limits: PnmlLimits) -> _Node:
         raise PnmlError(
             f"the document is {len(data)} bytes; max_bytes={limits.max_bytes}",
             limit="max_bytes",
+            maximum=limits.max_bytes,
+            reached=len(data),
         )
     builder = _Builder(limits)
     parser = DefusedXMLParser(
