@@ -12,6 +12,7 @@ setting does not change the API contract.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -22,11 +23,13 @@ __all__ = [
     "BottleneckRateResult",
     "HostOverrides",
     "HostProfileModel",
+    "JobProgress",
     "NicQueueRequest",
     "NicQueueResult",
     "Problem",
     "ServiceTimeRequest",
     "ServiceTimeResult",
+    "SrnJob",
     "SrnReward",
     "SrnSolveRequest",
     "SrnSolveResult",
@@ -866,6 +869,46 @@ class SrnSolveResult(ResponseModel):
     transient: TransientOut | None = None
     absorption: AbsorptionOut | None = None
     distribution: DistributionOut | None = None
+
+
+# -- long solves ---------------------------------------------------------------------------
+
+
+class JobProgress(ResponseModel):
+    """What a job has reported so far."""
+
+    stage: str = Field(
+        description="`queued`, `starting`, `exploring` (reachability graph), `solving`, "
+        "`measures`, then the final status."
+    )
+    states: int | None = Field(default=None, description="Tangible markings explored.")
+    edges: int | None = Field(default=None, description="CTMC edges generated.")
+    iterations: int | None = Field(
+        default=None, description="Iterations of the steady-state solver (0 for direct)."
+    )
+    residual: float | None = Field(default=None, description="||pi Q||_1 of the steady state.")
+    elapsed_s: float | None = Field(default=None, description="Wall time since the job started.")
+
+
+class SrnJob(ResponseModel):
+    """A long SRN solve: its status, progress and, once done, its result or problem."""
+
+    id: str = Field(description="32 hexadecimal digits.")
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"] = Field(
+        description="`interrupted`: the service stopped or restarted while the job ran "
+        "(submit it again)."
+    )
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    cancel_requested: bool = False
+    progress: JobProgress
+    result: SrnSolveResult | None = Field(
+        default=None, description="The POST /srn/solve body, when `succeeded`."
+    )
+    problem: Problem | None = Field(
+        default=None, description="Why the job failed or was interrupted (problem+json)."
+    )
 
 
 # -- health --------------------------------------------------------------------------------

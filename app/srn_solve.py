@@ -9,7 +9,7 @@ budget and must move to the pool.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -284,7 +284,11 @@ def _engine_errors() -> Iterator[None]:
         raise problem from exc
 
 
-def solve_srn(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]:
+def solve_srn(
+    request: Mapping[str, Any],
+    budget: SolveBudget,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Solve one ``POST /srn/solve`` request.
 
     Parameters
@@ -293,6 +297,10 @@ def solve_srn(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]
         The validated request body (see :class:`app.schemas.SrnSolveRequest`).
     budget : SolveBudget
         Limits to apply.
+    progress : callable, optional
+        Called with ``{"stage": ..., "states": ..., "edges": ..., "iterations": ...,
+        "residual": ...}`` (the keys known so far) as the solve moves on; the jobs of
+        ``/srn/jobs`` report it.
 
     Returns
     -------
@@ -312,10 +320,15 @@ def solve_srn(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]
     )
     _check_sizes(request, budget)
     with _engine_errors():
-        return _solve(request, budget)
+        return _solve(request, budget, progress or (lambda _: None))
 
 
-def _solve(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]:
+def _solve(
+    request: Mapping[str, Any],
+    budget: SolveBudget,
+    progress: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:
+    progress({"stage": "exploring"})
     net = srn.Net.from_dict(request["net"])
     compiled = srn.compile_net(net, budget.limits())
     initial = request.get("initial")
@@ -332,6 +345,7 @@ def _solve(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]:
         if budget.in_process and exc.limit in ("max_states", "max_edges"):
             raise SolveTooLarge from exc
         raise
+    progress({"stage": "solving", "states": graph.n_states, "edges": graph.n_edges})
     Q = graph.generator()
     analysis = request.get("analysis", "steady-state")
     measures_spec = request.get("measures") or {}
@@ -353,6 +367,13 @@ def _solve(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]:
     )
     if analysis == "steady-state":
         solution = srn.steady_state(Q, time_limit=budget.time_limit_s)
+        progress(
+            {
+                "stage": "measures",
+                "iterations": int(solution.iterations),
+                "residual": float(solution.residual),
+            }
+        )
         pi = solution.probabilities
         result["steady_state"] = {
             "residual": float(solution.residual),
