@@ -411,3 +411,22 @@ def test_ids_that_are_not_engine_names_are_rewritten_uniquely() -> None:
     clash = '<pnml><net id="n"><place id="a-b"/><place id="a.b"/></net></pnml>'
     with pytest.raises(PnmlError, match="both become"):
         read_pnml(clash)
+
+
+def test_storm_workflow_cluster_against_stormpy() -> None:
+    """Storm's own answer for its workflow_cluster model: long-run probability that the
+    backbone, the repair unit and the left workstation are up.  Produced by stormpy 2.0.0
+    (the ``bench`` extra) with ``python benchmarks/stormpy_pnml_reference.py``; Storm builds
+    the 111-state Markov automaton (81 tangible + 30 vanishing markings) and answers
+    ``LRAmax=? [BackboneUp>0]`` etc. by value iteration to its default precision 1e-6, which
+    is the tolerance here (the engine's own answer is exact to ~1e-15)."""
+    net = _load("storm-workflow_cluster.pnml")
+    g, pi = _engine(net)
+    storm = {
+        "#BackboneUp > 0": 0.9984005144311047,
+        "#RepairUnitAvailable > 0": 0.9944064050102674,
+        "#LeftWorkStationUp > 0": 0.9989586538751917,
+    }
+    for condition, value in storm.items():
+        assert g.probability(condition, pi) == pytest.approx(value, rel=1e-6), condition
+    # tiny01: Storm's `Tmax=? [F p6+p7>0]` gives 0.21, as derived by hand above.
