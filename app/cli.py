@@ -442,11 +442,11 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
     if args.server:
         body = _request(args.server, "GET", "/profiles", args.timeout)
     else:
-        import srn
+        from host import DEFAULT_PROFILE, HOST_PROFILES
 
         body = {
-            "default": srn.DEFAULT_PROFILE,
-            "profiles": [p.to_dict() for _, p in sorted(srn.HOST_PROFILES.items())],
+            "default": DEFAULT_PROFILE,
+            "profiles": [p.to_dict() for _, p in sorted(HOST_PROFILES.items())],
         }
     if args.json:
         print(json.dumps(body, indent=2))

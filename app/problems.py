@@ -24,6 +24,7 @@ from typing import Any
 import queues
 import srn
 import transport
+from host import WorkloadError
 
 from .units import QuantityError
 
@@ -358,7 +359,7 @@ def problem_from_exception(
         return ProblemError(
             "invalid-parameter", f"{field_name}: {why}", [FieldProblem(field_name, why)]
         )
-    if isinstance(exc, srn.WorkloadError):
+    if isinstance(exc, WorkloadError):
         field_name = where(getattr(exc, "field", None), "workload")
         limit = getattr(exc, "limit", None)
         entry = FieldProblem(

@@ -9,25 +9,11 @@ Define a :class:`Net` once, compile it, and solve it for many parameter values::
     pi = steady_state(graph.generator()).probabilities
     graph.expected_reward("#q", pi)
 
-The end-system model of the paper (SPEC sections 1-2) is built on it::
-
-    r = interrupt_service_time(Workload(cpu_tasks=2, io_tasks=1), "sx280-2007")
-    r.rate_per_s, r.quantiles_s, r.phase_type()
+The engine knows nothing of hosts or networks: the paper's end-system model is built
+on it in the separate :mod:`host` package.
 """
 
 from ._compiled import CompiledNet, compile_net
-from .endsystem import (
-    DEFAULT_PROFILE,
-    HOST_PROFILES,
-    EndSystemOccupancy,
-    HostProfile,
-    InterruptServiceTime,
-    Workload,
-    end_system_nets,
-    end_system_state_count,
-    host_profile,
-    interrupt_service_time,
-)
 from .errors import (
     AbsorptionError,
     EvaluationError,
@@ -37,7 +23,6 @@ from .errors import (
     NotErgodicError,
     SRNError,
     VanishingLoopError,
-    WorkloadError,
 )
 from .net import Limits, Net, Place, Transition, immediate, timed
 from .pnml import PnmlError, PnmlLimits, read_pnml, write_pnml
@@ -60,18 +45,13 @@ from .solvers import (
 )
 
 __all__ = [
-    "DEFAULT_PROFILE",
-    "HOST_PROFILES",
     "AbsorptionError",
     "AbsorptionTime",
     "AccumulatedReward",
     "CompiledNet",
     "CumulativeSolution",
-    "EndSystemOccupancy",
     "EvaluationError",
     "ExpressionError",
-    "HostProfile",
-    "InterruptServiceTime",
     "LimitExceededError",
     "Limits",
     "Net",
@@ -87,16 +67,10 @@ __all__ = [
     "TransientSolution",
     "Transition",
     "VanishingLoopError",
-    "Workload",
-    "WorkloadError",
     "accumulated_reward",
     "compile_net",
     "cumulative_transient",
-    "end_system_nets",
-    "end_system_state_count",
-    "host_profile",
     "immediate",
-    "interrupt_service_time",
     "reachability_graph",
     "read_pnml",
     "reward_rate",
