@@ -438,6 +438,24 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_convert(args: argparse.Namespace) -> int:
+    # Until the Click CLI lands, this mirrors app.commands.srn_files.convert.
+    from .net_files import NetFileError, net_format, read_net_request, write_net
+
+    try:
+        net = read_net_request(args.source)["net"]
+        if args.to:
+            fmt = args.to
+        elif args.target != "-" and Path(args.target).suffix.lower() in (".json", ".pnml", ".xml"):
+            fmt = net_format(args.target)
+        else:
+            fmt = "pnml" if args.source == "-" or net_format(args.source) == "json" else "json"
+        write_net(net, args.target, fmt, dialect=args.dialect)
+    except NetFileError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    return EXIT_OK
+
+
 def _cmd_profiles(args: argparse.Namespace) -> int:
     if args.server:
         body = _request(args.server, "GET", "/profiles", args.timeout)
@@ -568,6 +586,18 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--json", action="store_true", help="print the full JSON answer")
     _add_server_options(solve)
     solve.set_defaults(run=_cmd_solve)
+
+    convert = sub.add_parser("convert", help="convert a net between JSON and PNML")
+    convert.add_argument("source", metavar="IN", help="a JSON or PNML net ('-' for stdin)")
+    convert.add_argument("target", metavar="OUT", help="the file to write ('-' for stdout)")
+    convert.add_argument("--to", choices=["json", "pnml"], help="output format (default: by OUT)")
+    convert.add_argument(
+        "--dialect",
+        choices=["pipe", "storm"],
+        default="pipe",
+        help="PNML spelling of inhibitor arcs: 'inhibitor' (PIPE) or 'inhibition' (Storm)",
+    )
+    convert.set_defaults(run=_cmd_convert)
 
     profiles = sub.add_parser("profiles", help="list the host profiles")
     profiles.add_argument("--json", action="store_true")

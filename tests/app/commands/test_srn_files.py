@@ -83,3 +83,15 @@ def test_solve_reports_bad_pnml(capsys: Any, tmp_path: Path, suffix: str) -> Non
     assert main(["solve", str(bad)]) == EXIT_USAGE
     _, err = capsys.readouterr()
     assert "forbidden XML construct" in err
+
+
+def test_argparse_convert_until_the_click_cli_lands(capsys: Any, tmp_path: Path) -> None:
+    out = tmp_path / "classic.json"
+    assert main(["convert", str(DATA / "pipe-ClassicGSPN.xml"), str(out)]) == EXIT_OK
+    assert json.loads(out.read_text())["places"] == {"P0": 2, "P1": 0, "P2": 0}
+    bad = tmp_path / "expr.json"
+    bad.write_text(
+        json.dumps({"places": {"q": 1}, "transitions": [{"name": "t", "guard": "#q>0"}]})
+    )
+    assert main(["convert", str(bad), str(tmp_path / "x.pnml")]) == EXIT_USAGE
+    assert "guard" in capsys.readouterr().err
