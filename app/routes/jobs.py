@@ -105,9 +105,11 @@ def _time(t: float | None) -> str | None:
 
 
 def _body(record: JobRecord) -> dict[str, Any]:
-    progress = {"stage": record.status, **record.progress}
-    if record.status in ACTIVE or record.status == "cancelled":
-        progress["stage"] = record.progress.get("stage", record.status)
+    progress = dict(record.progress)
+    # While active, the stage is what the solve reported last; once over, the outcome.
+    progress["stage"] = (
+        progress.get("stage", record.status) if record.status in ACTIVE else record.status
+    )
     return {
         "id": record.id,
         "status": record.status,
