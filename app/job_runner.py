@@ -25,9 +25,10 @@ import time
 import traceback
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .job_store import JobRecord, JobStore
+if TYPE_CHECKING:  # the job processes import this module; they need no database code
+    from .job_store import JobRecord, JobStore
 
 __all__ = ["JobRunner"]
 
@@ -103,7 +104,11 @@ class _Running:
 
 def _context() -> Any:
     if "forkserver" in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("forkserver")
+        context = multiprocessing.get_context("forkserver")
+        # The fork server imports the solver stack once, so a job process starts warm.  The
+        # list includes the solver pool's (app.jobs), which shares the fork server.
+        context.set_forkserver_preload(["app.jobs", "app.job_runner"])
+        return context
     return multiprocessing.get_context("spawn")
 
 
@@ -150,6 +155,8 @@ class JobRunner:
         self._context = _context()
         self._running: dict[str, _Running] = {}
         self._wake = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -174,11 +181,13 @@ class JobRunner:
     def notify(self) -> None:
         """Wake the dispatcher now (a job was queued or cancelled)."""
         self._wake.set()
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"!")
 
     def close(self) -> None:
         """Stop the dispatcher, kill running jobs and mark them interrupted (blocking)."""
         self._stop.set()
-        self._wake.set()
+        self.notify()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
@@ -195,6 +204,9 @@ class JobRunner:
                 progress=run.progress,
             )
         self._running.clear()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def pids(self) -> dict[str, int]:
         """Process id of each running job (by job id)."""
@@ -210,7 +222,14 @@ class JobRunner:
                 self._claim()
             except Exception:  # the store may be briefly unavailable; try again
                 log.exception("job dispatcher error")
-            self._wake.wait(self.poll_s)
+            # Sleep until a job process sends something, a job is queued or cancelled, or
+            # the poll period ends (heartbeats, wall-time checks, other service processes).
+            ready = multiprocessing.connection.wait(
+                [self._wake_r, *(run.conn for run in self._running.values())], self.poll_s
+            )
+            if self._wake_r in ready:
+                with contextlib.suppress(BlockingIOError, OSError):
+                    os.read(self._wake_r, 4096)
 
     def _claim(self) -> None:
         while len(self._running) < self.workers and not self._stop.is_set():
