@@ -302,6 +302,27 @@ class _RawTransition:
     infinite_server: bool = False
 
 
+def _enabling_degree(inputs: Mapping[str, Any]) -> str:
+    """How many times the input arcs could fire at once: ``min_p floor(#p / m_p)``."""
+    terms = [f"floor(#{p} / {m})" for p, m in inputs.items() if m > 0]
+    return terms[0] if len(terms) == 1 else f"min({', '.join(terms)})"
+
+
+def _infinite_server_rate(t: Transition) -> float | None:
+    """The base rate of a rate written as ``rate * enabling degree`` (as read), else None."""
+    if not isinstance(t.rate, str) or not t.inputs:
+        return None
+    if not all(isinstance(m, int) and not isinstance(m, bool) for m in t.inputs.values()):
+        return None
+    head, sep, tail = t.rate.partition(" * ")
+    if not sep or tail != _enabling_degree(t.inputs):
+        return None
+    try:
+        return float(head)
+    except ValueError:
+        return None
+
+
 def _read_place(node: _Node, used: dict[str, str]) -> tuple[str, Place]:
     pid = node.attrib.get("id")
     if not pid:
@@ -490,15 +511,13 @@ def read_pnml(document: str | bytes, *, limits: PnmlLimits | None = None) -> Net
         if raw.timed:
             rate: float | str = raw.rate
             if raw.infinite_server:
-                degree = [f"floor(#{p} / {m})" for p, m in a["inputs"].items() if m > 0]
-                if not degree:
+                if not any(m > 0 for m in a["inputs"].values()):
                     raise PnmlError(
                         "an infinite-server transition needs an input arc",
                         element=raw.node.tag,
                         line=raw.node.line,
                     )
-                factor = degree[0] if len(degree) == 1 else f"min({', '.join(degree)})"
-                rate = f"{raw.rate!r} * {factor}"
+                rate = f"{raw.rate!r} * {_enabling_degree(a['inputs'])}"
             built.append(Transition(raw.name, "timed", rate=rate, **a))  # type: ignore[arg-type]
         else:
             weight = raw.weight if raw.weight is not None else raw.rate
@@ -569,8 +588,10 @@ def write_pnml(
     ------
     NetDefinitionError
         If the net uses what PNML cannot hold: a guard, a rate, weight or multiplicity
-        that is an expression (a bare parameter name is written as its value).  The
-        error's ``field`` names the item.
+        that is an expression (a bare parameter name is written as its value, and a rate
+        of the form ``r * floor(#p / m)`` that :func:`read_pnml` makes of an
+        infinite-server transition is written back as one).  The error's ``field`` names
+        the item.
     """
     if not isinstance(net, Net):
         net = Net.from_dict(net)
@@ -595,7 +616,11 @@ def write_pnml(
         where = f"transitions.{t.name}"
         if t.guard is not None:
             raise NetDefinitionError("PNML has no guards", field=f"{where}.guard")
-        if t.kind == "timed":
+        base = _infinite_server_rate(t) if t.kind == "timed" else None
+        infinite = base is not None
+        if base is not None:
+            value = base
+        elif t.kind == "timed":
             value = _constant(t.rate, params, f"{where}.rate")
         else:
             value = _constant(t.weight, params, f"{where}.weight")
@@ -605,7 +630,8 @@ def write_pnml(
             f"      <name><value>{escape(t.name)}</value></name>",
             f"      <rate><value>{_number_text(value)}</value></rate>",
             f"      <timed><value>{'true' if t.kind == 'timed' else 'false'}</value></timed>",
-            "      <infiniteServer><value>false</value></infiniteServer>",
+            f"      <infiniteServer><value>{'true' if infinite else 'false'}</value>"
+            "</infiniteServer>",
             f"      <priority><value>{priority}</value></priority>",
             "    </transition>",
         ]

@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.linalg as la
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import srn
 from srn.pnml import PnmlError, PnmlLimits, read_pnml, write_pnml
@@ -267,9 +269,14 @@ def test_infinite_server_multiplies_by_enabling_degree() -> None:
     <timed><value>true</value></timed><infiniteServer><value>true</value></infiniteServer>
     </transition><arc id="a" source="p" target="go"><inscription><value>Default,1</value>
     </inscription></arc><arc id="b" source="go" target="done"/></net></pnml>"""
-    g = srn.reachability_graph(read_pnml(doc))
+    net = read_pnml(doc)
+    g = srn.reachability_graph(net)
     r = srn.time_to_absorption(g.generator(), g.initial_distribution)
     assert r.mean == pytest.approx(11 / 12, rel=1e-13)
+    # Written back as an infinite-server transition, and read again unchanged.
+    text = write_pnml(net)
+    assert "<infiniteServer><value>true</value></infiniteServer>" in text
+    assert read_pnml(text).to_dict() == net.to_dict()
 
 
 # -- refusals ------------------------------------------------------------------------------
@@ -430,3 +437,43 @@ def test_storm_workflow_cluster_against_stormpy() -> None:
     for condition, value in storm.items():
         assert g.probability(condition, pi) == pytest.approx(value, rel=1e-6), condition
     # tiny01: Storm's `Tmax=? [F p6+p7>0]` gives 0.21, as derived by hand above.
+
+
+names = st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True)
+
+
+@st.composite
+def numeric_nets(draw: Any) -> srn.Net:
+    """Nets with numeric rates, weights and multiplicities (what PNML can hold)."""
+    place_names = draw(st.lists(names, min_size=1, max_size=5, unique=True))
+    places = {p: draw(st.integers(0, 5)) for p in place_names}
+    transition_names = draw(
+        st.lists(names.map(lambda s: "t" + s), min_size=1, max_size=5, unique=True)
+    )
+    arcs = st.dictionaries(st.sampled_from(place_names), st.integers(1, 3), max_size=3)
+    transitions = []
+    for name in transition_names:
+        if draw(st.booleans()):
+            rate = draw(st.floats(1e-6, 1e6, allow_nan=False))
+            transitions.append(
+                srn.timed(name, rate, inputs=draw(arcs), outputs=draw(arcs), inhibitors=draw(arcs))
+            )
+        else:
+            transitions.append(
+                srn.immediate(
+                    name,
+                    weight=draw(st.floats(1e-3, 1e3, allow_nan=False)),
+                    priority=draw(st.integers(-5, 5)),
+                    inputs=draw(arcs),
+                    outputs=draw(arcs),
+                    inhibitors=draw(arcs),
+                )
+            )
+    return srn.Net(places, transitions)
+
+
+@settings(max_examples=60, deadline=None)
+@given(net=numeric_nets(), dialect=st.sampled_from(["pipe", "storm"]))
+def test_any_numeric_net_survives_a_pnml_round_trip(net: srn.Net, dialect: Any) -> None:
+    """Invariant: write_pnml then read_pnml gives back the same net (numbers exactly)."""
+    assert read_pnml(write_pnml(net, dialect=dialect)).to_dict() == net.to_dict()
