@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -131,6 +132,8 @@ class JobRunner:
         Dispatcher period (s).
     stale_after_s : float
         A running job whose heartbeat is older than this is taken as orphaned at start-up.
+    retention_s : float
+        Finished jobs are deleted this long after they end (s).
     """
 
     def __init__(
@@ -143,6 +146,7 @@ class JobRunner:
         max_result_bytes: int = 20_000_000,
         poll_s: float = 0.2,
         stale_after_s: float = 30.0,
+        retention_s: float = 7 * 86_400.0,
     ) -> None:
         self.store = store
         self.budget = budget
@@ -151,6 +155,8 @@ class JobRunner:
         self.max_result_bytes = max_result_bytes
         self.poll_s = poll_s
         self.stale_after_s = stale_after_s
+        self.retention_s = retention_s
+        self._last_purge = -math.inf
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._context = _context()
         self._running: dict[str, _Running] = {}
@@ -220,6 +226,9 @@ class JobRunner:
             try:
                 self._tend(force_beat=woken)
                 self._claim()
+                if time.monotonic() - self._last_purge > 60.0:
+                    self._last_purge = time.monotonic()
+                    self.store.purge(self.retention_s)
             except Exception:  # the store may be briefly unavailable; try again
                 log.exception("job dispatcher error")
             # Sleep until a job process sends something, a job is queued or cancelled, or

@@ -306,6 +306,17 @@ class JobStore:
             ).rowcount
         return int(count)
 
+    def purge(self, older_than_s: float) -> int:
+        """Delete finished jobs that ended more than ``older_than_s`` seconds ago."""
+        with self.engine.begin() as conn:
+            count = conn.execute(
+                _jobs.delete().where(
+                    _jobs.c.status.in_(FINISHED),
+                    _jobs.c.finished_at < time.time() - older_than_s,
+                )
+            ).rowcount
+        return int(count)
+
     # -- reads -----------------------------------------------------------------------------
     def get(self, job_id: str) -> JobRecord | None:
         """The job, or None."""

@@ -93,6 +93,11 @@ class Settings(BaseSettings):
     job_timeout_s: float = Field(
         default=3_600.0, gt=0, description="Wall time one job may run before it is stopped (s)."
     )
+    job_retention_s: float = Field(
+        default=7 * 86_400.0,
+        gt=0,
+        description="Finished jobs and their results are deleted this long after they end (s).",
+    )
     max_job_result_bytes: int = Field(
         default=20_000_000, ge=1_024, description="Largest job result kept (bytes of JSON)."
     )

@@ -72,6 +72,7 @@ class JobService:
                     workers=s.job_workers,
                     timeout_s=s.job_timeout_s,
                     max_result_bytes=s.max_job_result_bytes,
+                    retention_s=s.job_retention_s,
                 )
                 runner.start()
                 self._runner = runner

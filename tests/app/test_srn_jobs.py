@@ -213,3 +213,13 @@ def test_unreachable_database_is_503(tmp_path: Path, problem_of: Any) -> None:
         body = problem_of(client.post("/srn/jobs", json={"net": QUEUE}), 503)
         assert body["type"] == "/problems/storage-unavailable"
         assert client.get("/healthz").status_code == 200
+
+
+def test_finished_jobs_expire_after_the_retention_time(job_app: Any) -> None:
+    client = job_app(job_retention_s=0.5)
+    location = client.post("/srn/jobs", json={"net": QUEUE}).headers["location"]
+    wait(client, location, done)
+    time.sleep(0.6)
+    store = client.app.state.service.extras["jobs"].runner().store  # type: ignore[attr-defined]
+    assert store.purge(0.5) == 1  # what the dispatcher does once a minute
+    assert client.get(location).status_code == 404
