@@ -211,6 +211,7 @@ def _measure_lines(measures: dict[str, Any]) -> list[str]:
     lines = []
     for group, label in (
         ("rewards", "reward"),
+        ("accumulated_rewards", "accumulated reward over [0, t]"),
         ("probabilities", "probability"),
         ("mean_tokens", "mean tokens"),
         ("throughput", "throughput"),

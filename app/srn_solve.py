@@ -384,7 +384,11 @@ def _solve(
         distribution: Any = pi
     elif analysis == "transient":
         times = np.asarray(request["times"], dtype=float)
-        _too_large(budget, _max_exit_rate(Q) * float(times.max(initial=0.0)) * max(Q.nnz, 1))
+        # Accumulated rewards take a second, cumulative pass of uniformisation.
+        passes = 2 if measures_spec.get("rewards") else 1
+        _too_large(
+            budget, passes * _max_exit_rate(Q) * float(times.max(initial=0.0)) * max(Q.nnz, 1)
+        )
         sol = srn.transient(Q, times, graph.initial_distribution)
         integrals = None
         if measures_spec.get("rewards"):

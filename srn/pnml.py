@@ -109,6 +109,7 @@ class _Node:
     line: int
     children: list[_Node] = field(default_factory=list)
     text: str = ""
+    overlong: bool = False
 
     def child(self, tag: str) -> _Node | None:
         for c in self.children:
@@ -164,8 +165,11 @@ class _Builder:
     def data(self, text: str) -> None:
         if self.stack:
             node = self.stack[-1]
-            if len(node.text) < 1_000:  # text beyond this is never a number we read
+            # Only short labels (numbers, booleans) are ever read; keep no more than that.
+            if len(node.text) + len(text) <= _MAX_TEXT:
                 node.text += text
+            else:
+                node.overlong = True
 
     def close(self) -> _Node | None:
         return self.root
@@ -207,6 +211,7 @@ def _parse(document: str | bytes, limits: PnmlLimits) -> _Node:
 # -- reading --------------------------------------------------------------------------
 
 _NAME_RE = re.compile(r"[^A-Za-z0-9_]")
+_MAX_TEXT = 1_000  # characters of a label's text that are ever read
 _IGNORED = frozenset({"graphics", "name", "toolspecific", "orientation", "arcpath", "tagged"})
 _PT_TYPES = ("", "P/T net", "http://www.pnml.org/version-2009/grammar/ptnet")
 
@@ -230,9 +235,17 @@ def _value_text(node: _Node) -> str:
     for tag in ("text", "value"):
         c = node.child(tag)
         if c is not None:
-            return c.text.strip()
+            return _short(c)
     if "value" in node.attrib:
-        return node.attrib["value"].strip()
+        return node.attrib["value"].strip()[:_MAX_TEXT]
+    return _short(node)
+
+
+def _short(node: _Node) -> str:
+    if node.overlong:
+        raise PnmlError(
+            f"the text is longer than {_MAX_TEXT} characters", element=node.tag, line=node.line
+        )
     return node.text.strip()
 
 

@@ -403,6 +403,18 @@ def test_size_element_and_depth_limits_are_named() -> None:
         read_pnml("<pnml><net id='n'>")
 
 
+def test_overlong_labels_are_refused_not_truncated() -> None:
+    digits = "1" + "0" * 2_000
+    doc = f'<pnml><net id="n">\n<place id="p"><initialMarking><text>{digits}</text>'
+    doc += "</initialMarking></place></net></pnml>"
+    with pytest.raises(PnmlError, match="longer than 1000 characters") as err:
+        read_pnml(doc)
+    assert (err.value.element, err.value.line) == ("text", 2)
+    # A long name is never read, so it does no harm.
+    long_name = f'<pnml><net id="n"><place id="p"><name><text>{"x" * 5_000}</text></name>'
+    assert read_pnml(long_name + "</place></net></pnml>").places[0].name == "p"
+
+
 def _load_text(name: str) -> str:
     return (DATA / name).read_text(encoding="iso-8859-1")
 
