@@ -25,7 +25,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ["ACTIVE", "FINISHED", "JobRecord", "JobStore", "default_database_url"]
+__all__ = ["ACTIVE", "FINISHED", "JobRecord", "JobStore", "QueueFull", "default_database_url"]
 
 #: Statuses of a job that still has work to do.
 ACTIVE = ("queued", "running")
