@@ -46,6 +46,14 @@ def _problem(slug: str, detail: str, field_: str, limit: str | None = None, **ex
     ).to_dict("")
 
 
+def _orphaned() -> Any:
+    return _problem(
+        "internal-error",
+        "the service stopped while the job ran (restart or crash); submit it again",
+        "job",
+    )
+
+
 def _job_main(
     conn: multiprocessing.connection.Connection,
     request: dict[str, Any],
@@ -157,6 +165,7 @@ class JobRunner:
         self.stale_after_s = stale_after_s
         self.retention_s = retention_s
         self._last_purge = -math.inf
+        self._last_sweep = time.monotonic()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._context = _context()
         self._running: dict[str, _Running] = {}
@@ -171,14 +180,7 @@ class JobRunner:
         """Mark orphaned jobs interrupted and start the dispatcher (blocking; idempotent)."""
         if self._thread is not None:
             return
-        orphaned = self.store.interrupt_stale(
-            self.stale_after_s,
-            _problem(
-                "internal-error",
-                "the service stopped while the job ran (restart or crash); submit it again",
-                "job",
-            ),
-        )
+        orphaned = self.store.interrupt_stale(self.stale_after_s, _orphaned())
         if orphaned:
             log.warning("jobs interrupted by a restart", extra={"jobs": orphaned})
         self._thread = threading.Thread(target=self._loop, name="blastrate-jobs", daemon=True)
@@ -226,6 +228,11 @@ class JobRunner:
             try:
                 self._tend(force_beat=woken)
                 self._claim()
+                if time.monotonic() - self._last_sweep > min(10.0, self.stale_after_s / 3):
+                    # Jobs whose owner died (crash, kill -9) stop beating; whichever service
+                    # process notices first marks them interrupted.
+                    self._last_sweep = time.monotonic()
+                    self.store.interrupt_stale(self.stale_after_s, _orphaned())
                 if time.monotonic() - self._last_purge > 60.0:
                     self._last_purge = time.monotonic()
                     self.store.purge(self.retention_s)

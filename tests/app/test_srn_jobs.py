@@ -237,3 +237,28 @@ def test_finished_jobs_expire_after_the_retention_time(job_app: Any) -> None:
     store = client.app.state.service.extras["jobs"].runner().store  # type: ignore[attr-defined]
     assert store.purge(0.5) == 1  # what the dispatcher does once a minute
     assert client.get(location).status_code == 404
+
+
+def test_jobs_of_a_crashed_owner_are_marked_interrupted(tmp_path: Path) -> None:
+    """A process that dies without closing (kill -9) leaves its job 'running'; once its
+    heartbeat is stale_after_s old, a live runner marks it interrupted."""
+    from app.job_runner import JobRunner
+    from app.job_store import JobStore
+
+    store = JobStore(f"sqlite:///{tmp_path / 'jobs.sqlite3'}")
+    job = store.create({"net": QUEUE}, max_active=10)
+    assert store.claim("another-host:1234:dead") is not None  # its owner then dies
+    assert store.get(job.id).status == "running"  # type: ignore[union-attr]
+    runner = JobRunner(store, {}, stale_after_s=0.6, poll_s=0.05)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 10
+        while store.get(job.id).status == "running":  # type: ignore[union-attr]
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        runner.close()
+    record = store.get(job.id)
+    assert record is not None and record.status == "interrupted"
+    assert "restart or crash" in record.problem["detail"]  # type: ignore[index]
+    store.close()
