@@ -13,6 +13,7 @@ RUN python -m venv /opt/blastrate
 WORKDIR /src
 COPY pyproject.toml constraints.txt README.md ./
 COPY srn/ srn/
+COPY host/ host/
 COPY queues/ queues/
 COPY transport/ transport/
 COPY app/ app/

@@ -17,8 +17,16 @@ from typing import Any
 
 import numpy as np
 
-import srn
 import transport
+from host import (
+    DEFAULT_PROFILE,
+    HOST_PROFILES,
+    HostProfile,
+    Workload,
+    end_system_state_count,
+    host_profile,
+    interrupt_service_time,
+)
 
 from .problems import translated_errors
 
@@ -56,8 +64,8 @@ HOST_FIELDS = (
 class MethodInputs:
     """Normalised inputs of the method (SI units, profile values filled in)."""
 
-    workload: srn.Workload
-    host: srn.HostProfile
+    workload: Workload
+    host: HostProfile
     file_size_bytes: int | None = None
     propagation_delay_s: float | None = None
     nic_service: str = "exponential"
@@ -77,15 +85,15 @@ class MethodInputs:
         return out
 
 
-def resolve_host(profile: str, overrides: Mapping[str, Any]) -> srn.HostProfile:
+def resolve_host(profile: str, overrides: Mapping[str, Any]) -> HostProfile:
     """The named profile with the given (non-None) overrides applied and validated.
 
     Raises
     ------
-    srn.WorkloadError
+    WorkloadError
         ``field="profile"`` for an unknown name, or the field of an invalid override.
     """
-    base = srn.host_profile(profile)
+    base = host_profile(profile)
     changes = {k: v for k, v in overrides.items() if v is not None}
     return base.replace(**changes) if changes else base
 
@@ -112,17 +120,17 @@ def resolve_inputs(
 
     Raises
     ------
-    srn.WorkloadError, transport.TransportParameterError
+    WorkloadError, transport.TransportParameterError
         Naming the field at fault.
     """
-    load = srn.Workload(
+    load = Workload(
         cpu_tasks=workload["cpu_tasks"],
         io_tasks=workload["io_tasks"],
         cores=workload.get("cores", 1),
         disks=workload.get("disks", 1),
     )
     profile = resolve_host(
-        host.get("profile") or srn.DEFAULT_PROFILE, {k: host.get(k) for k in HOST_FIELDS}
+        host.get("profile") or DEFAULT_PROFILE, {k: host.get(k) for k in HOST_FIELDS}
     )
     if transfer is None:
         return MethodInputs(load, profile)
@@ -142,8 +150,8 @@ def resolve_inputs(
 def state_count(inputs: Mapping[str, Any]) -> int:
     """Tangible states of the tagged-customer chain of a normalised workload."""
     w = inputs["workload"]
-    workload = srn.Workload(w["cpu_tasks"], w["io_tasks"], w["cores"], w["disks"])
-    return int(srn.end_system_state_count(workload)) + 1
+    workload = Workload(w["cpu_tasks"], w["io_tasks"], w["cores"], w["disks"])
+    return int(end_system_state_count(workload)) + 1
 
 
 def queue_cells(inputs: Mapping[str, Any], states: int, curve_points: int = 200) -> int:
@@ -163,15 +171,15 @@ def queue_work(inputs: Mapping[str, Any], states: int) -> float:
     return float(_RATES_PER_SEARCH * levels)
 
 
-def _objects(inputs: Mapping[str, Any]) -> tuple[srn.Workload, srn.HostProfile]:
+def _objects(inputs: Mapping[str, Any]) -> tuple[Workload, HostProfile]:
     w = inputs["workload"]
     host = dict(inputs["host"])
     name = host.pop("profile")
-    workload = srn.Workload(w["cpu_tasks"], w["io_tasks"], w["cores"], w["disks"])
-    base = srn.HOST_PROFILES.get(name)
+    workload = Workload(w["cpu_tasks"], w["io_tasks"], w["cores"], w["disks"])
+    base = HOST_PROFILES.get(name)
     if base is not None and base.to_dict() == {"name": name, **host}:
         return workload, base
-    return workload, srn.HostProfile(name=name, **host)
+    return workload, HostProfile(name=name, **host)
 
 
 def _quantiles(values: Mapping[float, float]) -> list[dict[str, float]]:
@@ -251,7 +259,7 @@ def compute_service_time(inputs: Mapping[str, Any], options: Mapping[str, Any]) 
         ``include_phase_type`` (bool).
     """
     workload, host = _objects(inputs)
-    service = srn.interrupt_service_time(
+    service = interrupt_service_time(
         workload,
         host,
         times=options.get("times_s"),

@@ -24,6 +24,7 @@ from typing import Any
 import queues
 import srn
 import transport
+from host import WorkloadError
 
 from .units import QuantityError
 
@@ -145,6 +146,14 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "Every solver worker is busy and the wait queue is full; retry after the "
             "number of seconds in `Retry-After`.",
             4,
+        ),
+        ProblemType(
+            "storage-unavailable",
+            503,
+            "The job database is unavailable",
+            "The service cannot reach its job database right now; retry after "
+            "`Retry-After` seconds.",
+            5,
         ),
         ProblemType(
             "not-ready",
@@ -350,7 +359,7 @@ def problem_from_exception(
         return ProblemError(
             "invalid-parameter", f"{field_name}: {why}", [FieldProblem(field_name, why)]
         )
-    if isinstance(exc, srn.WorkloadError):
+    if isinstance(exc, WorkloadError):
         field_name = where(getattr(exc, "field", None), "workload")
         limit = getattr(exc, "limit", None)
         entry = FieldProblem(

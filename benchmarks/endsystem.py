@@ -48,23 +48,34 @@ import scipy.sparse
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import srn
-import srn.endsystem as endsystem
+from host import (
+    InterruptServiceTime,
+    Workload,
+    _shape,
+    _spectral,
+    end_system_nets,
+    end_system_state_count,
+    host_profile,
+    interrupt_service_time,
+    nets,
+    service_time,
+)
 
-PROFILE = srn.host_profile("sx280-2007")
-PAPER = [srn.Workload(c, i) for c in range(1, 5) for i in range(4)]
+PROFILE = host_profile("sx280-2007")
+PAPER = [Workload(c, i) for c in range(1, 5) for i in range(4)]
 # (workload, also time the generic engine path?)  The generic path's sparse LU of T
 # fills in badly on many-disk chains, so it is timed only where it finishes in seconds.
 LARGE = [
-    (srn.Workload(990, 10, cores=256, disks=16), True),
-    (srn.Workload(0, 1000, cores=256, disks=1), True),
-    (srn.Workload(500, 500, cores=256, disks=1), True),
-    (srn.Workload(980, 20, cores=256, disks=16), True),
-    (srn.Workload(900, 100, cores=256, disks=2), True),
-    (srn.Workload(975, 25, cores=256, disks=16), True),
-    (srn.Workload(970, 30, cores=256, disks=16), False),
-    (srn.Workload(300, 700, cores=256, disks=2), False),
-    (srn.Workload(960, 40, cores=256, disks=16), False),
-    (srn.Workload(0, 1000, cores=256, disks=2), False),
+    (Workload(990, 10, cores=256, disks=16), True),
+    (Workload(0, 1000, cores=256, disks=1), True),
+    (Workload(500, 500, cores=256, disks=1), True),
+    (Workload(980, 20, cores=256, disks=16), True),
+    (Workload(900, 100, cores=256, disks=2), True),
+    (Workload(975, 25, cores=256, disks=16), True),
+    (Workload(970, 30, cores=256, disks=16), False),
+    (Workload(300, 700, cores=256, disks=2), False),
+    (Workload(960, 40, cores=256, disks=16), False),
+    (Workload(0, 1000, cores=256, disks=2), False),
 ]
 QUICK_LARGE = LARGE[:4]
 TARGET_S = 1e-3
@@ -89,9 +100,9 @@ def fmt(seconds: float) -> str:
     return f"{seconds:8.2f} s "
 
 
-def engine_generic(w: srn.Workload) -> srn.AbsorptionTime:
+def engine_generic(w: Workload) -> srn.AbsorptionTime:
     """Baseline 1: build, compile and explore both nets, then the generic solvers."""
-    steady, tagged = srn.end_system_nets(w, PROFILE)
+    steady, tagged = end_system_nets(w, PROFILE)
     graph_a = srn.reachability_graph(steady)
     pi = srn.steady_state(graph_a.generator()).probabilities
     n = graph_a.n_states
@@ -100,7 +111,7 @@ def engine_generic(w: srn.Workload) -> srn.AbsorptionTime:
     return srn.time_to_absorption(graph_b.generator(), graph_b.initial_distribution)
 
 
-def dense_expm(r: srn.InterruptServiceTime) -> np.ndarray:
+def dense_expm(r: InterruptServiceTime) -> np.ndarray:
     """Baseline 2: the same (alpha, T) on the same grid with dense expm at each time."""
     alpha, T = r.phase_type()
     dense = T.toarray()
@@ -117,11 +128,11 @@ def paper_grid(repeats: int) -> None:
     )
     warm_best, warm_median, cold_all = [], [], []
     for w in PAPER:
-        endsystem._SHAPES.clear()
+        _shape.SHAPES.clear()
         start = time.perf_counter()
-        r = srn.interrupt_service_time(w, PROFILE)
+        r = interrupt_service_time(w, PROFILE)
         cold = time.perf_counter() - start
-        best, median = timings(lambda w=w: srn.interrupt_service_time(w, PROFILE), repeats, 20)
+        best, median = timings(lambda w=w: interrupt_service_time(w, PROFILE), repeats, 20)
         warm_best.append(best)
         warm_median.append(median)
         cold_all.append(cold)
@@ -139,7 +150,7 @@ def paper_grid(repeats: int) -> None:
 
     # Baselines, same workloads, same run.
     base1 = [timings(lambda w=w: engine_generic(w), max(3, repeats // 2))[0] for w in PAPER]
-    results = [srn.interrupt_service_time(w, PROFILE) for w in PAPER]
+    results = [interrupt_service_time(w, PROFILE) for w in PAPER]
     base2 = [timings(lambda r=r: dense_expm(r), max(3, repeats // 2))[0] for r in results]
     model = statistics.median(warm_best)
     print("\n  Baselines (best time per analysis, median over the grid):")
@@ -158,17 +169,17 @@ def paper_grid(repeats: int) -> None:
 
 def breakdown(repeats: int) -> None:
     """Time each step of one warm analysis (C = 4, I = 3)."""
-    w = srn.Workload(4, 3)
-    srn.interrupt_service_time(w, PROFILE)
-    shape = endsystem._SHAPES.get(w.io_tasks, w.disks, endsystem.DEFAULT_LIMITS)
-    values = endsystem._parameters(w, PROFILE)
+    w = Workload(4, 3)
+    interrupt_service_time(w, PROFILE)
+    shape = _shape.SHAPES.get(w.io_tasks, w.disks, service_time.DEFAULT_LIMITS)
+    values = nets.net_parameters(w, PROFILE)
     levels = np.array([0.5, 0.9, 0.99])
 
     def rates_a() -> object:
         return shape.graph_a.with_parameters(dict(values)).edge_rates()
 
     graph_a = shape.graph_a.with_parameters(values)
-    pi, log_pi, _ = endsystem._steady_state(shape, graph_a)
+    pi, log_pi, _ = service_time._steady_state(shape, graph_a)
 
     def rates_b() -> object:
         return shape.graph_b.with_parameters(dict(values)).with_initial(pi).edge_rates()
@@ -182,15 +193,15 @@ def breakdown(repeats: int) -> None:
     out_rate = exits + np.bincount(shape.b_rows, weights=inner, minlength=nt)
     log_w = shape.balance_b.log_weights(inner)
     assert log_w is not None
-    spectral = endsystem._spectral(
+    spectral = _spectral.spectral_solution(
         shape, inner, out_rate, exits, alpha, log_pi[shape.b_from_a], log_w
     )
     assert spectral is not None
     survival, mean = spectral[0], spectral[1]
     grid = np.linspace(0, 5 * mean, 101)
-    r_example = srn.interrupt_service_time(w, PROFILE)
+    r_example = interrupt_service_time(w, PROFILE)
 
-    def result_objects(r: srn.InterruptServiceTime) -> object:
+    def result_objects(r: InterruptServiceTime) -> object:
         data = np.concatenate([inner, -out_rate])[shape.csr_order]
         T = scipy.sparse.csr_array((data, shape.csr_indices, shape.csr_indptr), shape=(nt, nt))
         a = srn.AbsorptionTime(
@@ -205,7 +216,7 @@ def breakdown(repeats: int) -> None:
             atom=0.0,
             error_bound=0.0,
         )
-        return srn.InterruptServiceTime(
+        return InterruptServiceTime(
             workload=w,
             profile=PROFILE,
             mean_s=a.mean,
@@ -221,33 +232,33 @@ def breakdown(repeats: int) -> None:
         (
             "validate request, state count, cache lookup",
             lambda: (
-                endsystem._validate_request(None, (0.5, 0.9, 0.99), 101),
-                srn.end_system_state_count(w),
-                endsystem._SHAPES.get(3, 1, endsystem.DEFAULT_LIMITS),
+                service_time._validate_request(None, (0.5, 0.9, 0.99), 101),
+                end_system_state_count(w),
+                _shape.SHAPES.get(3, 1, service_time.DEFAULT_LIMITS),
             ),
         ),
         ("engine: Fig. 1a rate expressions", rates_a),
         (
             "Fig. 1a steady state (detailed balance)",
-            lambda: endsystem._steady_state(shape, graph_a),
+            lambda: service_time._steady_state(shape, graph_a),
         ),
-        ("occupancy", lambda: endsystem._occupancy(shape, pi, w, PROFILE)),
+        ("occupancy", lambda: service_time._occupancy(shape, pi, w, PROFILE)),
         ("engine: Fig. 1b rates + carried-over start", rates_b),
         ("Fig. 1b detailed-balance weights", lambda: shape.balance_b.log_weights(inner)),
         (
             "symmetrised eigen-decomposition, mean, var",
-            lambda: endsystem._spectral(
+            lambda: _spectral.spectral_solution(
                 shape, inner, out_rate, exits, alpha, log_pi[shape.b_from_a], log_w
             ),
         ),
         (
             "quantiles p50/p90/p99 + p99.9 (grid end)",
-            lambda: endsystem._spectral_quantiles(survival, np.append(levels, 0.999), mean),
+            lambda: _spectral.spectral_quantiles(survival, np.append(levels, 0.999), mean),
         ),
         ("CDF on 101 points", lambda: survival(grid)),
         ("T as CSR, grid, result objects", lambda: result_objects(r_example)),
     ]
-    total, _ = timings(lambda: srn.interrupt_service_time(w, PROFILE), repeats, 50)
+    total, _ = timings(lambda: interrupt_service_time(w, PROFILE), repeats, 50)
     print(f"\nWhere the warm time goes (C = 4, I = 3; best of {repeats} x 50 calls)")
     parts = 0.0
     for label, fn in steps:
@@ -258,18 +269,18 @@ def breakdown(repeats: int) -> None:
     print(f"  {'whole call':46s} {fmt(total)}")
 
 
-def large_shapes(shapes: list[tuple[srn.Workload, bool]]) -> None:
+def large_shapes(shapes: list[tuple[Workload, bool]]) -> None:
     print("\nLarge shapes (sx280-2007): states of Fig. 1a, method, cold / warm time")
     print(
         f"  {'C':>4} {'I':>4} {'m':>3} {'d':>2} {'states':>7}  {'method':22s} {'cold':>11} "
         f"{'warm':>11}  generic engine   ratio"
     )
     for w, baseline in shapes:
-        endsystem._SHAPES.clear()
+        _shape.SHAPES.clear()
         start = time.perf_counter()
-        r = srn.interrupt_service_time(w, PROFILE)
+        r = interrupt_service_time(w, PROFILE)
         cold = time.perf_counter() - start
-        warm, _ = timings(lambda w=w: srn.interrupt_service_time(w, PROFILE), 3)
+        warm, _ = timings(lambda w=w: interrupt_service_time(w, PROFILE), 3)
         line = (
             f"  {w.cpu_tasks:>4} {w.io_tasks:>4} {w.cores:>3} {w.disks:>2} {r.n_states:>7}  "
             f"{r.method:22s} {fmt(cold)} {fmt(warm)}"

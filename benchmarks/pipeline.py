@@ -13,7 +13,7 @@ model (exponential, the paper's; phase-type, from stage 1) it prints, per call o
   so the call builds, compiles and explores the two nets of Figs. 1a and 1b;
 * warm: the same 16 workloads again, ``--repeats`` times, p50 and p90 over all calls --
   the figure the issue's < 5 ms target ("once nets are compiled") is about;
-* where the warm time goes: stage 1 (``srn.interrupt_service_time``) alone, and the
+* where the warm time goes: stage 1 (``interrupt_service_time``) alone, and the
   loss-curve search of stages 2-3 alone (the same calls the pipeline makes);
 * a baseline measured in the same run: the same stage 1, then a brute-force scan of T on
   a dense grid of every 0.1 Mbps in (0, 1 Gbps] (10,000 rates, one vectorised loss call),
@@ -42,7 +42,7 @@ import scipy
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import queues
-import srn
+from host import Workload, interrupt_service_time
 from transport import effective_bottleneck_rate, transfer_time, workload_bottleneck_rate
 
 FILE_SIZE = 500_000_000  # bytes (the paper's experiment)
@@ -82,7 +82,7 @@ def nic_loss(service: Any, host: Any, kind: str) -> Callable[[np.ndarray], np.nd
 
 def dense_baseline(workload: Any, kind: str) -> tuple[float, float]:
     """Stage 1, then T on every 0.1 Mbps up to the line rate and the argmin: (rate, T)."""
-    service = srn.interrupt_service_time(workload, PROFILE)
+    service = interrupt_service_time(workload, PROFILE)
     host = service.profile
     rates = np.arange(1, int(host.line_rate_bps / DENSE_STEP) + 1) * DENSE_STEP
     loss = nic_loss(service, host, kind)(rates)
@@ -95,18 +95,18 @@ def dense_baseline(workload: Any, kind: str) -> tuple[float, float]:
 def forget_compiled_nets() -> None:
     """Empty the end-system's cache of compiled nets, so that the next call is cold.
 
-    The cache is private to srn.endsystem (a bounded LRU per workload shape); a benchmark
-    may reach into it.  Without it, cold calls cannot be told from warm ones here.
+    The cache lives in host._shape (a bounded LRU per workload shape); a benchmark may
+    reach into it.  Without it, cold calls cannot be told from warm ones here.
     """
-    endsystem = sys.modules.get("srn.endsystem")
-    shapes = getattr(endsystem, "_SHAPES", None)
+    shape_module = sys.modules.get("host._shape")
+    shapes = getattr(shape_module, "SHAPES", None)
     if shapes is None or not hasattr(shapes, "clear"):
-        raise SystemExit("srn.endsystem._SHAPES.clear() is gone: update forget_compiled_nets()")
+        raise SystemExit("host._shape.SHAPES.clear() is gone: update forget_compiled_nets()")
     shapes.clear()
 
 
 def section(kind: str, repeats: int) -> None:
-    workloads = [srn.Workload(cpu_tasks=c, io_tasks=i) for c, i in GRID]
+    workloads = [Workload(cpu_tasks=c, io_tasks=i) for c, i in GRID]
     print(f"\nNIC service: {kind}")
     cold: list[float] = []
     for w in workloads:
@@ -121,7 +121,7 @@ def section(kind: str, repeats: int) -> None:
     label = "cold (nets built and compiled)"
     print(f"  {label:38s} p50 {ms(p50)}  p90 {ms(p90)}  max {ms(max(cold))}")
     for w in workloads:  # compile every shape once more before the warm passes
-        srn.interrupt_service_time(w, PROFILE)
+        interrupt_service_time(w, PROFILE)
 
     warm: list[float] = []
     stage1: list[float] = []
@@ -140,7 +140,7 @@ def section(kind: str, repeats: int) -> None:
             )
             warm.append(dt)
             results[(w.cpu_tasks, w.io_tasks)] = r
-            dt1, service = timed(lambda w=w: srn.interrupt_service_time(w, PROFILE))
+            dt1, service = timed(lambda w=w: interrupt_service_time(w, PROFILE))
             stage1.append(dt1)
             host = service.profile
             loss = nic_loss(service, host, kind)
@@ -205,7 +205,7 @@ def paper_table() -> None:
             pair = []
             for kind in ("exponential", "phase-type"):
                 r = workload_bottleneck_rate(
-                    srn.Workload(cpu_tasks=c, io_tasks=i),
+                    Workload(cpu_tasks=c, io_tasks=i),
                     PROFILE,
                     file_size_bytes=FILE_SIZE,
                     propagation_delay_s=DELAY,

@@ -9,25 +9,11 @@ Define a :class:`Net` once, compile it, and solve it for many parameter values::
     pi = steady_state(graph.generator()).probabilities
     graph.expected_reward("#q", pi)
 
-The end-system model of the paper (SPEC sections 1-2) is built on it::
-
-    r = interrupt_service_time(Workload(cpu_tasks=2, io_tasks=1), "sx280-2007")
-    r.rate_per_s, r.quantiles_s, r.phase_type()
+The engine knows nothing of hosts or networks: the paper's end-system model is built
+on it in the separate :mod:`host` package.
 """
 
 from ._compiled import CompiledNet, compile_net, reachability_graph
-from .endsystem import (
-    DEFAULT_PROFILE,
-    HOST_PROFILES,
-    EndSystemOccupancy,
-    HostProfile,
-    InterruptServiceTime,
-    Workload,
-    end_system_nets,
-    end_system_state_count,
-    host_profile,
-    interrupt_service_time,
-)
 from .errors import (
     AbsorptionError,
     ConvergenceError,
@@ -38,49 +24,56 @@ from .errors import (
     NotErgodicError,
     SRNError,
     VanishingLoopError,
-    WorkloadError,
 )
 from .net import Limits, Net, Place, Transition, immediate, timed
+from .pnml import PnmlError, PnmlLimits, read_pnml, write_pnml
 from .reachability import ReachabilityGraph
+from .rewards import (
+    AccumulatedReward,
+    CumulativeSolution,
+    Reward,
+    accumulated_reward,
+    cumulative_transient,
+    reward_rate,
+)
 from .solvers import AbsorptionTime, TransientSolution, time_to_absorption, transient
 from .stationary import SolverAttempt, SteadyState, steady_state
 
 __all__ = [
-    "DEFAULT_PROFILE",
-    "HOST_PROFILES",
     "AbsorptionError",
     "AbsorptionTime",
+    "AccumulatedReward",
     "CompiledNet",
     "ConvergenceError",
-    "EndSystemOccupancy",
+    "CumulativeSolution",
     "EvaluationError",
     "ExpressionError",
-    "HostProfile",
-    "InterruptServiceTime",
     "LimitExceededError",
     "Limits",
     "Net",
     "NetDefinitionError",
     "NotErgodicError",
     "Place",
+    "PnmlError",
+    "PnmlLimits",
     "ReachabilityGraph",
+    "Reward",
     "SRNError",
     "SolverAttempt",
     "SteadyState",
     "TransientSolution",
     "Transition",
     "VanishingLoopError",
-    "Workload",
-    "WorkloadError",
+    "accumulated_reward",
     "compile_net",
-    "end_system_nets",
-    "end_system_state_count",
-    "host_profile",
+    "cumulative_transient",
     "immediate",
-    "interrupt_service_time",
     "reachability_graph",
+    "read_pnml",
+    "reward_rate",
     "steady_state",
     "time_to_absorption",
     "timed",
     "transient",
+    "write_pnml",
 ]

@@ -24,14 +24,9 @@ from scipy import optimize, special
 from ._generator import DENSE_MAX, as_generator
 from .errors import AbsorptionError, LimitExceededError, SRNError
 
-# The steady state moved to srn.stationary; modules written against srn.solvers keep working.
-from .stationary import SteadyState, steady_state
-
 __all__ = [
     "AbsorptionTime",
-    "SteadyState",
     "TransientSolution",
-    "steady_state",
     "time_to_absorption",
     "transient",
 ]

@@ -16,7 +16,7 @@ minimises it given a vectorised loss model::
 
 The whole method -- end-system SRNs, NIC queue, transfer -- in one call::
 
-    from srn import Workload
+    from host import Workload
     from transport import workload_bottleneck_rate
 
     r = workload_bottleneck_rate(

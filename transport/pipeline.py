@@ -3,7 +3,7 @@
 Three stages, each a public function of its own package, composed here so that the REST
 service and the CLI compute the same number the same way:
 
-1. End system (:func:`srn.interrupt_service_time`, SPEC sections 1-2): the workload's
+1. End system (:func:`interrupt_service_time`, SPEC sections 1-2): the workload's
    steady-state SRN (Fig. 1a) and the tagged-customer SRN (Fig. 1b) give the
    distribution of the time the host takes to service one network interrupt: its mean,
    the rate ``mu = 1 / mean`` and the phase-type pair ``(alpha, T)``.
@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 import queues
-import srn
+from host import HostProfile, InterruptServiceTime, Workload, interrupt_service_time
 
 from . import _validation as check
 from .bottleneck import _MAX_CURVE_POINTS, BottleneckRate, effective_bottleneck_rate
@@ -51,14 +51,14 @@ class PipelineResult:
 
     Attributes
     ----------
-    workload : srn.Workload
+    workload : Workload
         The workload analysed (CPU-bound and I/O-bound tasks, cores, disks).
-    profile : srn.HostProfile
+    profile : HostProfile
         The host profile used, overrides applied: service rates (1/s), NIC buffer K and
         batch N (packets), line rate (bit/s), packet payload S_pkt (bytes).
     nic_service : {"exponential", "phase-type"}
         The interrupt service model of the NIC queue.
-    service : srn.InterruptServiceTime
+    service : InterruptServiceTime
         Stage 1: the interrupt service-time distribution (CDF, mean, variance, quantiles,
         phase-type pair, rate ``mu = 1 / mean`` in interrupts/s, processor and disk
         occupancy).
@@ -72,10 +72,10 @@ class PipelineResult:
         and the loss there do not need it), then kept.
     """
 
-    workload: srn.Workload
-    profile: srn.HostProfile
+    workload: Workload
+    profile: HostProfile
     nic_service: NicService
-    service: srn.InterruptServiceTime
+    service: InterruptServiceTime
     bottleneck: BottleneckRate
     # Stage 2 as a function of the rate, for queue_at_rate (internal).
     _nic: _NicQueue = field(repr=False, compare=False)
@@ -138,9 +138,7 @@ class _NicQueue:
     fixed-batch M/PH[N]/1/K chain.
     """
 
-    def __init__(
-        self, service: srn.InterruptServiceTime, host: srn.HostProfile, kind: NicService
-    ) -> None:
+    def __init__(self, service: InterruptServiceTime, host: HostProfile, kind: NicService) -> None:
         self.capacity = host.buffer_packets
         self.batch = host.coalesce_packets
         self.payload = host.packet_payload_bytes
@@ -173,8 +171,8 @@ class _NicQueue:
 
 
 def workload_bottleneck_rate(
-    workload: srn.Workload,
-    profile: srn.HostProfile | str = "sx280-2007",
+    workload: Workload,
+    profile: HostProfile | str = "sx280-2007",
     *,
     file_size_bytes: float,
     propagation_delay_s: float,
@@ -190,9 +188,9 @@ def workload_bottleneck_rate(
 
     Parameters
     ----------
-    workload : srn.Workload
+    workload : Workload
         CPU-bound tasks C, I/O-bound tasks I, cores m, disks d.
-    profile : srn.HostProfile or str, default "sx280-2007"
+    profile : HostProfile or str, default "sx280-2007"
         The host: a profile, or the name of a built-in one.  It supplies the service rates
         (1/s), the NIC buffer K and coalescing batch N (packets), the line rate (bit/s)
         and the packet payload S_pkt (bytes).
@@ -220,7 +218,7 @@ def workload_bottleneck_rate(
         ``parameter`` names the offending argument: ``nic_service``,
         ``file_size_bytes``, ``propagation_delay_s`` or ``curve_points`` (checked before
         any model is solved), or ``loss`` (:class:`NoCompletingRateError`).
-    srn.WorkloadError
+    WorkloadError
         ``field`` names the workload or profile field (unknown profile, impossible
         workload, a state space beyond the engine's limits).
     queues.QueueParameterError
@@ -228,7 +226,7 @@ def workload_bottleneck_rate(
 
     Examples
     --------
-    >>> from srn import Workload
+    >>> from host import Workload
     >>> r = workload_bottleneck_rate(
     ...     Workload(cpu_tasks=2, io_tasks=1),
     ...     file_size_bytes=500_000_000,
@@ -245,7 +243,7 @@ def workload_bottleneck_rate(
         curve_points, "curve_points", minimum=2, maximum=_MAX_CURVE_POINTS, unit="points"
     )
 
-    service = srn.interrupt_service_time(workload, profile, times=service_time_grid)
+    service = interrupt_service_time(workload, profile, times=service_time_grid)
     host = service.profile
     nic = _NicQueue(service, host, kind)
     bottleneck = effective_bottleneck_rate(

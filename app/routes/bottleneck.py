@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.responses import Response
 
-import srn
+from host import DEFAULT_PROFILE, HOST_PROFILES, HostProfile
 
 from ..bottleneck import (
     HOST_FIELDS,
@@ -295,7 +295,7 @@ async def post_service_time(body: ServiceTimeRequest, request: Request) -> Respo
     return await _answer(request, state, "service-time", inputs, options, aliases, "body.")
 
 
-def _profile_dict(profile: srn.HostProfile) -> dict[str, Any]:
+def _profile_dict(profile: HostProfile) -> dict[str, Any]:
     return profile.to_dict()
 
 
@@ -311,8 +311,8 @@ async def list_profiles() -> JSONResponse:
     """Every built-in host profile, in SI units, and the default's name."""
     return JSONResponse(
         {
-            "default": srn.DEFAULT_PROFILE,
-            "profiles": [_profile_dict(p) for _, p in sorted(srn.HOST_PROFILES.items())],
+            "default": DEFAULT_PROFILE,
+            "profiles": [_profile_dict(p) for _, p in sorted(HOST_PROFILES.items())],
         }
     )
 
@@ -328,11 +328,11 @@ async def list_profiles() -> JSONResponse:
 async def get_profile(name: str) -> JSONResponse:
     """The host profile called `name`: service rates (1/s), NIC buffer and coalescing
     (packets), line rate (bit/s) and packet payload (bytes)."""
-    profile = srn.HOST_PROFILES.get(name)
+    profile = HOST_PROFILES.get(name)
     if profile is None:
         raise ProblemError(
             "not-found",
-            f"no host profile {name[:64]!r}; known: {', '.join(sorted(srn.HOST_PROFILES))}",
+            f"no host profile {name[:64]!r}; known: {', '.join(sorted(HOST_PROFILES))}",
             [FieldProblem("path.name", "unknown profile")],
         )
     return JSONResponse(_profile_dict(profile))

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-import srn
 import transport
+from host import Workload
 
 PAPER = {"cpu_tasks": 2, "io_tasks": 1, "file_size": "500MB", "propagation_delay": "100ms"}
 
@@ -29,7 +29,7 @@ def test_get_answers_with_the_documented_fields(client: TestClient) -> None:
         assert name in body
     # The service adds nothing of its own: the library's composed method, same inputs.
     expected = transport.workload_bottleneck_rate(
-        srn.Workload(cpu_tasks=2, io_tasks=1),
+        Workload(cpu_tasks=2, io_tasks=1),
         "sx280-2007",
         file_size_bytes=500_000_000,
         propagation_delay_s=0.1,

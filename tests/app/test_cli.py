@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-import srn
 import transport
 from app.cli import EXIT_MODEL, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, main
+from host import Workload
 
 RATE = ["-C", "2", "-I", "1", "--file-size", "500MB", "--delay", "100ms"]
 
@@ -40,7 +40,7 @@ def test_rate_json_is_the_library_answer(capsys: Any) -> None:
     assert status == EXIT_OK
     body = json.loads(out)
     expected = transport.workload_bottleneck_rate(
-        srn.Workload(2, 1), file_size_bytes=500_000_000, propagation_delay_s=0.1
+        Workload(2, 1), file_size_bytes=500_000_000, propagation_delay_s=0.1
     )
     assert body["effective_bottleneck_rate_bps"] == expected.bottleneck.rate_bps
     assert body["inputs"]["transfer"] == {

@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import queues
-import srn
 import transport
-from srn import Workload
+import transport.pipeline
+from host import Workload, WorkloadError, host_profile, interrupt_service_time
 from transport import (
     PipelineResult,
     TransportParameterError,
@@ -166,7 +166,7 @@ def test_ten_gigabit_line_is_end_system_limited_for_every_workload(service: str)
     # Section IV: "In a system setup of a line rate of 10 Gbps, the receiving end-system
     # would be a bottleneck irrespective of the workload."  Even C = 1, I = 0 serves at
     # most N * mu = 6 * 20,800 packets/s = 1.47 Gbps.
-    host = srn.host_profile(PROFILE).replace(line_rate_bps=10e9)
+    host = host_profile(PROFILE).replace(line_rate_bps=10e9)
     for c, i in ((1, 0), (4, 3)):
         r = workload_bottleneck_rate(
             Workload(cpu_tasks=c, io_tasks=i),
@@ -185,7 +185,7 @@ def test_very_fast_host_gives_the_line_rate(service: str) -> None:
     # Every host rate 10^4 times the sx280-2007's: the heaviest paper workload then
     # serves interrupts far faster than 1 Gbps of packets arrive, so nothing is lost
     # that matters and the line rate (the top of the search interval) wins.
-    base = srn.host_profile(PROFILE)
+    base = host_profile(PROFILE)
     fast = base.replace(
         mu_io_cpu=base.mu_io_cpu * 1e4, mu_disk=base.mu_disk * 1e4, mu_net=base.mu_net * 1e4
     )
@@ -237,11 +237,11 @@ def test_intermediate_results_are_the_stages_outputs(service: str) -> None:
     # The result carries each stage's own output: stage 1 as srn computes it, stage 2 at
     # the chosen rate with lambda = B_send / (8 * S_pkt), stage 3's loss equal to it.
     r = run(3, 2, service)
-    direct = srn.interrupt_service_time(Workload(cpu_tasks=3, io_tasks=2), PROFILE)
+    direct = interrupt_service_time(Workload(cpu_tasks=3, io_tasks=2), PROFILE)
     assert r.service.mean_s == direct.mean_s
     assert r.service.rate_per_s == direct.rate_per_s
     assert r.workload == Workload(cpu_tasks=3, io_tasks=2)
-    assert r.profile == srn.host_profile(PROFILE)
+    assert r.profile == host_profile(PROFILE)
     assert r.nic_service == service
     q = r.queue_at_rate
     lam = r.bottleneck.rate_bps / (8 * PKT)
@@ -356,7 +356,7 @@ def test_transfer_errors_name_the_parameter_before_any_solve(
     def must_not_run(*args: object, **kw: object) -> None:
         raise AssertionError("stage 1 ran before the arguments were checked")
 
-    monkeypatch.setattr(srn, "interrupt_service_time", must_not_run)
+    monkeypatch.setattr(transport.pipeline, "interrupt_service_time", must_not_run)
     args = {"file_size_bytes": SIZE, "propagation_delay_s": DELAY} | kwargs
     with pytest.raises(TransportParameterError) as err:
         workload_bottleneck_rate(Workload(cpu_tasks=1, io_tasks=0), PROFILE, **args)
@@ -365,7 +365,7 @@ def test_transfer_errors_name_the_parameter_before_any_solve(
 
 
 def test_unknown_profile_is_a_workload_error_naming_the_field() -> None:
-    with pytest.raises(srn.WorkloadError) as err:
+    with pytest.raises(WorkloadError) as err:
         workload_bottleneck_rate(
             Workload(cpu_tasks=1, io_tasks=0),
             "no-such-host",
@@ -376,7 +376,7 @@ def test_unknown_profile_is_a_workload_error_naming_the_field() -> None:
 
 
 def test_a_workload_that_is_not_a_workload_is_rejected() -> None:
-    with pytest.raises(srn.WorkloadError) as err:
+    with pytest.raises(WorkloadError) as err:
         workload_bottleneck_rate(
             {"cpu_tasks": 1, "io_tasks": 0},  # type: ignore[arg-type]
             file_size_bytes=SIZE,
@@ -387,10 +387,10 @@ def test_a_workload_that_is_not_a_workload_is_rejected() -> None:
 
 def test_impossible_nic_is_rejected_with_the_field_name() -> None:
     # A buffer smaller than the coalescing batch cannot hold one batch.  Either the
-    # profile rejects it (srn.WorkloadError.field) or the queue does
+    # profile rejects it (WorkloadError.field) or the queue does
     # (queues.QueueParameterError.parameter); the error names the field either way.
-    with pytest.raises((srn.WorkloadError, queues.QueueParameterError)) as err:
-        host = srn.host_profile(PROFILE).replace(buffer_packets=4, coalesce_packets=6)
+    with pytest.raises((WorkloadError, queues.QueueParameterError)) as err:
+        host = host_profile(PROFILE).replace(buffer_packets=4, coalesce_packets=6)
         workload_bottleneck_rate(
             Workload(cpu_tasks=1, io_tasks=0), host, file_size_bytes=SIZE, propagation_delay_s=DELAY
         )

@@ -34,15 +34,15 @@ import math
 import numpy as np
 import pytest
 
-from srn import (
+from host import (
     HostProfile,
     Workload,
     end_system_nets,
     end_system_state_count,
     host_profile,
     interrupt_service_time,
-    reachability_graph,
 )
+from srn import reachability_graph
 
 SX280 = host_profile("sx280-2007")
 OTHER = HostProfile(

@@ -17,22 +17,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import srn.endsystem as endsystem
-from srn import (
+from host import (
     DEFAULT_PROFILE,
     HOST_PROFILES,
     HostProfile,
-    Limits,
-    SRNError,
     Workload,
     WorkloadError,
+    _shape,
     end_system_nets,
     host_profile,
     interrupt_service_time,
-    reachability_graph,
-    steady_state,
-    time_to_absorption,
 )
+from host.service_time import DEFAULT_LIMITS
+from srn import Limits, SRNError, reachability_graph, steady_state, time_to_absorption
 
 SX280 = host_profile("sx280-2007")
 
@@ -192,13 +189,13 @@ def test_workload_must_be_a_workload() -> None:
 
 
 def test_state_space_limit_is_enforced_before_building() -> None:
-    cache_size = len(endsystem._SHAPES)
+    cache_size = len(_shape.SHAPES)
     with pytest.raises(WorkloadError) as info:
         interrupt_service_time(Workload(0, 60, disks=16))  # 4.6e6 markings
     e = info.value
     assert (e.field, e.limit, e.maximum) == ("disks", "max_states", 300_000)
     assert e.reached > 1_000_000
-    assert len(endsystem._SHAPES) == cache_size  # nothing was built
+    assert len(_shape.SHAPES) == cache_size  # nothing was built
     with pytest.raises(WorkloadError) as info:
         interrupt_service_time(Workload(0, 200), limits=Limits(max_states=100))
     assert (info.value.field, info.value.limit, info.value.reached) == (
@@ -268,21 +265,21 @@ def test_public_nets_solve_to_the_same_answer(w: Workload) -> None:
 
 
 def test_shapes_are_cached_across_profiles_tasks_and_cores() -> None:
-    endsystem._SHAPES.clear()
+    _shape.SHAPES.clear()
     interrupt_service_time(Workload(1, 3))
-    shape = endsystem._SHAPES.get(3, 1, endsystem.DEFAULT_LIMITS)
-    misses = endsystem._SHAPES.misses
+    shape = _shape.SHAPES.get(3, 1, DEFAULT_LIMITS)
+    misses = _shape.SHAPES.misses
     interrupt_service_time(Workload(4, 3, cores=8), SX280.replace(name="other", mu_net=1e5))
-    assert endsystem._SHAPES.misses == misses
-    assert endsystem._SHAPES.get(3, 1, endsystem.DEFAULT_LIMITS) is shape
+    assert _shape.SHAPES.misses == misses
+    assert _shape.SHAPES.get(3, 1, DEFAULT_LIMITS) is shape
 
 
 def test_shape_cache_is_bounded() -> None:
-    cache = endsystem._ShapeCache(max_entries=3, max_states=100)
+    cache = _shape.ShapeCache(max_entries=3, max_states=100)
     for io in range(6):
-        cache.get(io, 1, endsystem.DEFAULT_LIMITS)
+        cache.get(io, 1, DEFAULT_LIMITS)
     assert len(cache) == 3
-    cache.get(90, 2, endsystem.DEFAULT_LIMITS)  # 2116 states: alone over the state budget
+    cache.get(90, 2, DEFAULT_LIMITS)  # 2116 states: alone over the state budget
     assert len(cache) == 1
 
 
@@ -303,7 +300,7 @@ def test_direct_edge_rates_are_the_engines_bit_for_bit(
 ) -> None:
     """The shape computes the rates per call without the expression engine; the engine,
     evaluating the nets' rate expressions, is the reference."""
-    shape = endsystem._SHAPES.get(io, disks, endsystem.DEFAULT_LIMITS)
+    shape = _shape.SHAPES.get(io, disks, DEFAULT_LIMITS)
     assert shape.rates_a is not None and shape.rates_b is not None  # the fast path is on
     values = {
         "mu_io_cpu": mu[0],
@@ -323,13 +320,13 @@ def test_engine_path_gives_the_same_result(w: Workload, monkeypatch: pytest.Monk
     """A shape whose direct rates disagree with the engine uses the engine's rates (and
     its initial distribution): the answer is the same, bit for bit."""
     fast = interrupt_service_time(w, SX280).to_dict(include_phase_type=True)
-    endsystem._SHAPES.clear()
+    _shape.SHAPES.clear()
     with monkeypatch.context() as patch:
-        patch.setattr(endsystem._EdgeRates, "__call__", lambda self, p: np.zeros(self.n_edges))
-        shape = endsystem._SHAPES.get(w.io_tasks, w.disks, endsystem.DEFAULT_LIMITS)
+        patch.setattr(_shape.EdgeRates, "__call__", lambda self, p: np.zeros(self.n_edges))
+        shape = _shape.SHAPES.get(w.io_tasks, w.disks, DEFAULT_LIMITS)
         assert shape.rates_a is None and shape.rates_b is None
         engine = interrupt_service_time(w, SX280).to_dict(include_phase_type=True)
-    endsystem._SHAPES.clear()
+    _shape.SHAPES.clear()
     assert json.dumps(engine) == json.dumps(fast)
 
 

@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pytest
 
-from srn import HostProfile, Workload, host_profile, interrupt_service_time
+from host import HostProfile, Workload, host_profile, interrupt_service_time
 
 SX280 = host_profile("sx280-2007")
 SLOW_DISK = SX280.replace(name="slow-disk", mu_disk=600.0, mu_io_cpu=3_000.0)

@@ -22,8 +22,7 @@ import numpy as np
 import pytest
 import scipy.linalg as la
 
-import srn.endsystem as endsystem
-from srn import HostProfile, Workload, host_profile, interrupt_service_time
+from host import HostProfile, Workload, _shape, host_profile, interrupt_service_time
 
 SX280 = host_profile("sx280-2007")
 SLOW_DISK = SX280.replace(name="slow-disk", mu_disk=120.0, mu_io_cpu=9_000.0)
@@ -118,20 +117,20 @@ def test_model_matches_the_unlumped_reference(w: Workload, p: HostProfile) -> No
 )
 def test_large_chain_paths_match_the_reference(w, p, method, dense_max, small, monkeypatch):
     """Shrink the size thresholds so that small chains take the large-chain paths."""
-    monkeypatch.setattr(endsystem, "_DENSE_MAX", dense_max)
-    monkeypatch.setattr(endsystem, "_SMALL", small)
-    endsystem._SHAPES.clear()
+    monkeypatch.setattr(_shape, "DENSE_MAX", dense_max)
+    monkeypatch.setattr(_shape, "SMALL", small)
+    _shape.SHAPES.clear()
     try:
         r = interrupt_service_time(w, p)
         assert r.method == method
         check_against_reference(r, w, p)
     finally:
-        endsystem._SHAPES.clear()
+        _shape.SHAPES.clear()
 
 
 def test_engine_fallback_matches_the_reference(monkeypatch):
     """A chain the model cannot symmetrise goes to the engine's uniformisation."""
-    monkeypatch.setattr(endsystem._DetailedBalance, "log_weights", lambda self, rates: None)
+    monkeypatch.setattr(_shape.DetailedBalance, "log_weights", lambda self, rates: None)
     w, p = Workload(1, 3, cores=1, disks=2), SLOW_DISK
     r = interrupt_service_time(w, p)
     assert r.method == "uniformization"

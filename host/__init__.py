@@ -1,0 +1,36 @@
+"""The host model: the receiving end system as the paper's first stage sees it.
+
+A :class:`Workload` (C CPU-bound tasks, I I/O-bound tasks, m cores, d disks) and a
+:class:`HostProfile` (service rates, NIC ring and coalescing, line rate, payload) give
+the distribution of the time the host takes to service one network interrupt, through
+two stochastic reward nets solved with the :mod:`srn` engine (the paper's Fig. 1a and
+Fig. 1b, SPEC sections 1 and 2)::
+
+    r = interrupt_service_time(Workload(cpu_tasks=2, io_tasks=1), "sx280-2007")
+    r.rate_per_s, r.quantiles_s, r.phase_type()
+
+The conventions (units, processor-sharing shares) are in ``docs/conventions.md``.
+"""
+
+from .errors import WorkloadError
+from .nets import end_system_nets, end_system_state_count
+from .profiles import DEFAULT_PROFILE, HOST_PROFILES, HostProfile, host_profile
+from .service_time import EndSystemOccupancy, InterruptServiceTime, interrupt_service_time
+from .workload import MAX_CORES, MAX_DISKS, MAX_TASKS, Workload
+
+__all__ = [
+    "DEFAULT_PROFILE",
+    "HOST_PROFILES",
+    "MAX_CORES",
+    "MAX_DISKS",
+    "MAX_TASKS",
+    "EndSystemOccupancy",
+    "HostProfile",
+    "InterruptServiceTime",
+    "Workload",
+    "WorkloadError",
+    "end_system_nets",
+    "end_system_state_count",
+    "host_profile",
+    "interrupt_service_time",
+]
