@@ -10,7 +10,7 @@ in Python over markings.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -19,11 +19,18 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._expressions import Columns, RowError
 from ._firing import MARKING_DTYPE, FiringRules
-from .errors import EvaluationError, NetDefinitionError, VanishingLoopError
+from .errors import (
+    EvaluationError,
+    LimitExceededError,
+    NetDefinitionError,
+    VanishingLoopError,
+)
 from .net import Limits
 
 __all__ = ["ReachabilityGraph", "explore"]
 
+# Nets with constant firing rules switch to the compiled explorer past this many states.
+_COMPILED_FROM_STATES = 50_000
 # Frontier rows processed together: large enough to amortise NumPy call overhead,
 # small enough that per-transition temporaries stay within a few hundred MB.
 _CHUNK = 1 << 17
@@ -469,7 +476,17 @@ def explore(
     VanishingLoopError, EvaluationError
         See :func:`srn.reachability_graph`.
     """
-    if _constant_rules(net):
+    if _constant_rules(net) and net.limits.max_states > _COMPILED_FROM_STATES:
+        # Small nets stay on the NumPy explorer: importing Numba and loading the kernel
+        # costs more than they take, in every fresh worker process.  Past the threshold
+        # the compiled explorer starts over, having lost at most that much work.
+        probe = _Explorer(net, params, starts)
+        probe.limits = replace(net.limits, max_states=_COMPILED_FROM_STATES)
+        try:
+            return probe.run()
+        except LimitExceededError as exc:
+            if exc.limit != "max_states":
+                raise
         return _explore_constant(net, params, starts)
     return _Explorer(net, params, starts).run()
 

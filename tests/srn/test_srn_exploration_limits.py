@@ -112,28 +112,35 @@ def test_exploration_stops_at_the_state_limit():
     assert len(chunks) > 1
 
 
-@pytest.mark.parametrize("limit", [1, 4_599])
+@pytest.mark.parametrize("limit", [50_001, 55_000])
 def test_the_compiled_explorer_stops_at_the_state_limit_too(limit):
-    # Kanban N=2 (4,600 states) has only constant firing rules: the compiled explorer.
+    # Kanban N=3 (58,400 states) has only constant firing rules: past 50,000 states the
+    # compiled explorer takes over, and it stops at the limit as well.
     with pytest.raises(LimitExceededError) as info:
-        reachability_graph(kanban(2), limits=Limits(max_states=limit))
+        reachability_graph(kanban(3), limits=Limits(max_states=limit))
     assert (info.value.limit, info.value.reached) == ("max_states", limit + 1)
+    # 50,000 states have fewer than 400,000 edges (7.64 per state), so this limit is
+    # reached by the compiled explorer, not the NumPy one before it.
     with pytest.raises(LimitExceededError) as info:
-        reachability_graph(kanban(2), limits=Limits(max_edges=1000))
-    assert (info.value.limit, info.value.reached) == ("max_edges", 1001)
+        reachability_graph(kanban(3), limits=Limits(max_edges=420_000))
+    assert (info.value.limit, info.value.reached) == ("max_edges", 420_001)
 
 
 def test_compiled_and_numpy_explorers_build_the_same_graph():
-    # Same net, once with constant rules (compiled kernel) and once with an always-true
-    # guard (NumPy explorer): the same markings, edges and generator up to numbering.
-    fast = reachability_graph(kanban(2))
-    slow = reachability_graph(kanban(2, guard="#kan1 >= 0"))
-    assert fast.n_states == slow.n_states == 4_600
-    assert fast.n_edges == slow.n_edges == 28_120  # PRISM Kanban case study, N = 2
-    to_slow = np.array([slow.index(row) for row in fast.markings])
-    assert sorted(to_slow.tolist()) == list(range(slow.n_states))
+    # Same net, once with constant rules (compiled kernel past 50,000 states) and once
+    # with an always-true guard (NumPy explorer): the same markings, edges and generator
+    # up to the numbering of the states.
+    fast = reachability_graph(kanban(3))
+    slow = reachability_graph(kanban(3, guard="#kan1 >= 0"))
+    assert fast.n_states == slow.n_states == 58_400
+    assert fast.n_edges == slow.n_edges == 446_400  # PRISM Kanban case study, N = 3
+    to_slow = np.array([slow.index(row) for row in fast.markings[:2000]])
+    assert len(set(to_slow.tolist())) == 2000
+    perm = np.empty(fast.n_states, dtype=np.intp)
+    codes = {tuple(r): i for i, r in enumerate(slow.markings.tolist())}
+    perm[:] = [codes[tuple(r)] for r in fast.markings.tolist()]
     Qf, Qs = fast.generator(), slow.generator()
-    assert abs(Qs[to_slow][:, to_slow] - Qf).max() == 0.0
+    assert abs(Qs[perm][:, perm] - Qf).max() == 0.0
     assert fast.dead_states.size == slow.dead_states.size == 0
     assert fast.index(fast.markings[17]) == 17
 
