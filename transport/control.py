@@ -110,7 +110,9 @@ class ControlChannel:
         self.sock = sock
         self.max_bitmap_bytes = max_bitmap_bytes
         self.timeout_s = timeout_s
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            # Small messages that the other side waits for: no Nagle delay.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def close(self) -> None:
         """Close the socket."""
