@@ -6,7 +6,8 @@ control connection.  Each time the UDP socket is readable the receiver drains up
 socket module has no ``recvmmsg``), checks each against the session
 (:class:`transport.wire.DatagramCodec`) and writes its payload into a memory map of a
 temporary file in the output directory.  When the sender says a blast is over, the
-receiver drains what is queued, waits ``settle_s`` for stragglers, and answers with the
+receiver drains what is queued, waits ``settle_s`` for stragglers (unless every datagram
+of the blast has arrived), and answers with the
 bitmap of missing packets.  When none is missing it checks the SHA-256 of the whole file
 against the sender's and, only if it matches, renames the temporary file to
 ``output_dir/<name>``.
@@ -466,6 +467,7 @@ class Receiver:
         drop = self.drop
         batch = self.batch_packets
         round_ = 1
+        seen = [0]  # valid datagrams since the last answer
 
         def drain(limit: int) -> int:
             # One wake-up: up to `limit` datagrams, non-blocking.
@@ -481,6 +483,7 @@ class Receiver:
                     report.rejected += 1
                     continue
                 seq, payload = decoded
+                seen[0] += 1
                 if drop is not None and drop(seq, round_):
                     report.dropped += 1
                 elif have[seq]:
@@ -524,7 +527,14 @@ class Receiver:
                             "round",
                             f"expected BLAST_END of round {round_}, got {end.get('round')!r}",
                         )
-                    self._settle(sel, drain, batch, deadline)
+                    sent = end.get("sent")
+                    if isinstance(sent, bool) or not isinstance(sent, int) or sent < 0:
+                        raise ReceiveError(
+                            "sent", f"BLAST_END must count the datagrams, got {sent!r}"
+                        )
+                    # Every datagram of the blast arrived: no straggler to wait for.
+                    self._settle(drain, batch, deadline, lambda n=sent: seen[0] >= n)
+                    seen[0] = 0
                     missing = t.missing()
                     count = int(np.count_nonzero(missing))
                     report.missing_per_round.append(count)
@@ -542,13 +552,18 @@ class Receiver:
             sel.close()
 
     def _settle(
-        self, sel: selectors.BaseSelector, drain: Callable[[int], int], batch: int, deadline: float
+        self,
+        drain: Callable[[int], int],
+        batch: int,
+        deadline: float,
+        complete: Callable[[], bool],
     ) -> None:
-        # Drain what is queued, then wait until the socket stays quiet for settle_s.
+        # Drain what is queued, then wait until the socket stays quiet for settle_s, or
+        # until every datagram of the blast has been seen.
         quiet_until = time.monotonic() + self.settle_s
         while True:
             now = time.monotonic()
-            if now >= quiet_until or now >= deadline:
+            if now >= quiet_until or now >= deadline or complete():
                 return
             if drain(batch):
                 quiet_until = time.monotonic() + self.settle_s
