@@ -533,7 +533,8 @@ class Receiver:
                             "sent", f"BLAST_END must count the datagrams, got {sent!r}"
                         )
                     # Every datagram of the blast arrived: no straggler to wait for.
-                    self._settle(drain, batch, deadline, lambda n=sent: seen[0] >= n)
+                    target: int = sent
+                    self._settle(drain, batch, deadline, lambda: seen[0] >= target)  # noqa: B023
                     seen[0] = 0
                     missing = t.missing()
                     count = int(np.count_nonzero(missing))
