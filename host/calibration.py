@@ -61,6 +61,8 @@ __all__ = [
     "measure_buffer_packets",
     "measure_io_service",
     "measure_net_service",
+    "run_io_task",
+    "write_line_file",
 ]
 
 _LINE_BYTES = 128
@@ -427,6 +429,44 @@ def _net_run(
             child.join(timeout=5)
         sel.close()
         sock.close()
+
+
+def write_line_file(path: str | Path, file_bytes: int) -> int:
+    """Write the I/O task's file: 128-byte numbered lines, ``file_bytes`` rounded down.
+
+    Returns
+    -------
+    int
+        Number of lines.
+    """
+    return _write_lines(Path(path), file_bytes)
+
+
+def run_io_task(path: str | Path, *, seconds: float, seed: int = 0) -> int:
+    """Run the representative I/O-bound task on a :func:`write_line_file` file for
+    ``seconds`` (bounded to :data:`MAX_RUN_SECONDS`): read random lines, page cache
+    defeated, as in the calibration.  Returns the number of lines read.
+    """
+    seconds = min(float(seconds), MAX_RUN_SECONDS)
+    lines = os.path.getsize(path) // _LINE_BYTES
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        method = "O_DIRECT"
+    except OSError:
+        fd = os.open(path, os.O_RDONLY)
+        method = "fadvise"
+    rng = random.Random(seed)
+    done = 0
+    stop = time.monotonic() + seconds
+    try:
+        while time.monotonic() < stop:
+            _io_run(fd, method, lines, 256, stop - time.monotonic(), rng)
+            done += 256
+    except RuntimeError:
+        pass  # the last slice was cut short by the deadline
+    finally:
+        os.close(fd)
+    return done
 
 
 def _write_lines(path: Path, file_bytes: int) -> int:
