@@ -424,7 +424,12 @@ def main() -> None:
     ap.add_argument("--rates", type=int, default=None, help="grid points")
     ap.add_argument("--min-rate-fraction", type=float, default=0.15)
     ap.add_argument("--batch", type=int, default=8, help="N: datagrams per wake-up")
-    ap.add_argument("--rcvbuf", type=int, default=None, help="SO_RCVBUF (bytes) of the receiver")
+    ap.add_argument(
+        "--rcvbuf",
+        type=int,
+        default=2_000_000,
+        help="SO_RCVBUF (bytes) of the receiver; 0 = the system default (see README)",
+    )
     ap.add_argument("--max-rounds", type=int, default=200)
     ap.add_argument("--transfer-timeout", type=float, default=30.0)
     ap.add_argument(
@@ -436,6 +441,7 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--plot", default=None, help="write the Fig. 4-style plot here (PNG)")
     args = ap.parse_args()
+    args.rcvbuf = args.rcvbuf or None
     quick = args.quick
     args.file_size = args.file_size or (20_000_000 if quick else 100_000_000)
     args.delay = args.delay if args.delay is not None else (0.01 if quick else 0.05)

@@ -247,3 +247,7 @@ def calibrate(
         f"K = {k} datagrams of {HEADER_BYTES + payload} bytes; N = {batch}; I/O via {io.method}"
     )
     click.echo(f"profile {name!r} {'stored' if stored else 'not stored (--no-store)'}")
+
+
+if __name__ == "__main__":  # until the lead registers it: python -m app.commands.host_calibrate
+    calibrate()
