@@ -279,6 +279,7 @@ def _one_transfer(
             max_rounds=args.max_rounds,
             total_timeout_s=min(args.transfer_timeout, max(deadline - time.monotonic(), 1.0)),
             control_timeout_s=30,
+            max_burst_packets=args.max_burst,
         )
     except SendError as exc:
         time.sleep(1.2)  # let the receiver give up on that transfer
@@ -579,6 +580,7 @@ def main() -> None:
             "runs": args.runs,
             "grid_points": args.rates,
             "batch_packets": args.batch,
+            "max_burst_packets": args.max_burst,
             "buffer_packets": k,
             "rcvbuf_bytes": args.rcvbuf,
             "host": platform.node(),

@@ -172,6 +172,7 @@ def blast(
     packet_bits: float,
     rate_bps: float | None,
     deadline: float,
+    max_burst_packets: int = MAX_BURST_PACKETS,
 ) -> float:
     """Send ``datagrams(seq)`` for every ``seq`` in ``seqs``, paced at ``rate_bps``.
 
@@ -189,6 +190,9 @@ def blast(
         Payload bit rate (bit/s); None sends back to back.
     deadline : float
         ``time.monotonic()`` after which the blast stops with :class:`SendError`.
+    max_burst_packets : int, default 32
+        Most packets sent back to back to catch up after a stall; an older debt is
+        forgiven (the rate achieved is then below ``rate_bps``).
 
     Returns
     -------
@@ -197,7 +201,7 @@ def blast(
     """
     clock = time.monotonic
     interval = packet_bits / rate_bps if rate_bps else 0.0
-    slack = MAX_BURST_PACKETS * interval
+    slack = max(1, max_burst_packets) * interval
     t0 = clock()
     due = t0
     for k, seq in enumerate(seqs.tolist()):
@@ -238,6 +242,7 @@ def send_file(
     total_timeout_s: float = 3600.0,
     control_timeout_s: float = 60.0,
     sndbuf_bytes: int | None = None,
+    max_burst_packets: int = MAX_BURST_PACKETS,
     on_round: Callable[[RoundReport], None] | None = None,
 ) -> SendReport:
     """Send one file to a :class:`transport.Receiver` with RBUDP.
@@ -268,6 +273,8 @@ def send_file(
         Longest wait for one control message (s).
     sndbuf_bytes : int, optional
         SO_SNDBUF of the data socket.
+    max_burst_packets : int, default 32
+        Most packets the pacer sends back to back to catch up after a stall.
     on_round : callable, optional
         Called with each :class:`RoundReport` as it completes (progress).
 
@@ -316,6 +323,7 @@ def send_file(
             deadline,
             control_timeout_s,
             sndbuf_bytes,
+            max_burst_packets,
             on_round,
             started,
         )
@@ -337,6 +345,7 @@ def _send(
     deadline: float,
     control_timeout_s: float,
     sndbuf_bytes: int | None,
+    max_burst_packets: int,
     on_round: Callable[[RoundReport], None] | None,
     started: float,
 ) -> SendReport:
@@ -397,6 +406,7 @@ def _send(
                 packet_bits=8.0 * payload_bytes,
                 rate_bps=rate_bps,
                 deadline=deadline,
+                max_burst_packets=max_burst_packets,
             )
             channel.send_json(MessageKind.BLAST_END, {"round": round_, "sent": int(seqs.size)})
             got_round, missing = channel.expect_missing(

@@ -294,3 +294,28 @@ def test_missing_source_file(tmp_path: Path) -> None:
     with pytest.raises(SendError) as err:
         send_file(tmp_path / "nope", "127.0.0.1", 9, rate_bps=None)
     assert err.value.field == "file"
+
+
+@pytest.mark.parametrize("burst", [1, 32])
+def test_pacer_never_runs_ahead_of_its_schedule(burst: int) -> None:
+    """Packet k is never sent before t0 + k * interval (the pacer only waits or forgives
+    debt, which moves the schedule later), so the achieved rate never exceeds the target."""
+    import numpy as np
+
+    from transport.sender import blast
+
+    stamps: list[float] = []
+    interval = 200e-6
+    t0 = time.monotonic()
+    elapsed = blast(
+        lambda d: stamps.append(time.monotonic()),
+        lambda seq: b"",
+        np.arange(300, dtype=np.int64),
+        packet_bits=8.0 * 1468,
+        rate_bps=8.0 * 1468 / interval,
+        deadline=time.monotonic() + 30,
+        max_burst_packets=burst,
+    )
+    assert len(stamps) == 300
+    assert all(t - t0 >= k * interval - 1e-9 for k, t in enumerate(stamps))
+    assert elapsed >= 299 * interval
