@@ -434,6 +434,12 @@ def main() -> None:
     ap.add_argument("--max-rounds", type=int, default=200)
     ap.add_argument("--transfer-timeout", type=float, default=30.0)
     ap.add_argument(
+        "--max-burst",
+        type=int,
+        default=256,
+        help="packets the pacer may send back to back to catch up after a stall",
+    )
+    ap.add_argument(
         "--nice", type=int, default=-10, help="autogroup nice of this benchmark's session"
     )
     ap.add_argument(
