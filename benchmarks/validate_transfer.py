@@ -78,6 +78,7 @@ CTX = multiprocessing.get_context("fork")
 
 
 def _busy(cpu: int, deadline: float) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.sched_setaffinity(0, {cpu})
     while time.monotonic() < deadline:
         for _ in range(100_000):
@@ -85,6 +86,7 @@ def _busy(cpu: int, deadline: float) -> None:
 
 
 def _io(cpu: int, path: str, deadline: float, seed: int) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.sched_setaffinity(0, {cpu})
     run_io_task(path, seconds=max(deadline - time.monotonic(), 0.0), seed=seed)
 
@@ -100,6 +102,7 @@ def _receiver(
     # The receiving end system: a session of its own (so its own scheduler autogroup,
     # apart from the sender's) holding the receiver and its C + I background tasks, all
     # on one core.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     isolate(opts["nice"])
     os.sched_setaffinity(0, {cpu})
     pids = []
@@ -448,6 +451,8 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--plot", default=None, help="write the Fig. 4-style plot here (PNG)")
     args = ap.parse_args()
+    # Stopped by `timeout` or kill: still remove the temporary files (finally blocks).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.rcvbuf = args.rcvbuf or None
     quick = args.quick
     args.file_size = args.file_size or (20_000_000 if quick else 100_000_000)
@@ -480,148 +485,144 @@ def main() -> None:
     )
     src = tmp / "payload.bin"
     src.write_bytes(np.random.default_rng(1).bytes(args.file_size))
-    datagram = HEADER_BYTES + PAYLOAD
-    k = measure_buffer_packets(datagram, rcvbuf_bytes=args.rcvbuf)
-    if args.profile_json:
-        saved = json.loads(Path(args.profile_json).read_text())
-        calibration = saved["calibration"]
-        profile = HostProfile(**calibration["profile"]).replace(
-            buffer_packets=k, coalesce_packets=min(args.batch, k)
-        )
-    else:
-        datagrams, process = receive_path(PAYLOAD)
-        net = measure_net_service(
-            batch_packets=args.batch,
-            payload_bytes=PAYLOAD,
-            datagrams=datagrams,
-            process=process,
-            runs=3 if quick else 5,
-            seconds=1.0 if quick else 2.0,
-            receiver_cpu=rx_cpu,
-            sender_cpu=tx_cpu,
-        )
-        io = measure_io_service(
-            file_bytes=64 * 2**20 if quick else 512 * 2**20,
-            runs=3 if quick else 5,
-            reads=500 if quick else 2000,
-            cpu=rx_cpu,
-            directory="/var/tmp",
-        )
-        line_rates = sender_max_rate(src, rx_cpu, tx_cpu, args)
-        profile = HostProfile(
-            name="validate-transfer",
-            mu_io_cpu=io.mu_io_cpu.mean,
-            mu_disk=io.mu_disk.mean,
-            mu_net=net.mu_net.mean,
-            buffer_packets=k,
-            coalesce_packets=min(args.batch, k),
-            line_rate_bps=statistics.fmean(line_rates),
-            packet_payload_bytes=PAYLOAD,
-        )
-        calibration = {
-            "net": net.to_dict(),
-            "io": io.to_dict(),
-            "sender_max_rate_bps": _spread(line_rates),
-            "load1_during": os.getloadavg()[0],
-        }
-    calibration["profile"] = profile.to_dict()
-    rtt = _loopback_rtt()
-    t_prop = args.delay + rtt / 2.0
-    print(
-        f"# mu_net {profile.mu_net:.0f}/s (N={profile.coalesce_packets}), "
-        f"K={k} datagrams of {datagram} B, "
-        f"line (sender max) {profile.line_rate_bps / 1e6:.0f} Mbps, "
-        f"mu_io_cpu {profile.mu_io_cpu:.0f}/s, "
-        f"mu_disk {profile.mu_disk:.0f}/s, T_prop {t_prop * 1e3:.3f} ms"
-    )
-
-    tmp = Path(
-        tempfile.mkdtemp(
-            prefix="blastrate-validate-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None
-        )
-    )
-    src = tmp / "payload.bin"
-    src.write_bytes(np.random.default_rng(1).bytes(args.file_size))
-    io_file = None
-    if any(i for _, i in workloads):
-        io_file = Path(tempfile.mkstemp(prefix=".blastrate-io-", dir="/var/tmp")[1])
-        write_line_file(io_file, 256 * 2**20)
-    results = []
     try:
-        for c, i in workloads:
-            w = run_workload(
-                c,
-                i,
-                profile=profile,
-                args=args,
-                rx_cpu=rx_cpu,
-                tx_cpu=tx_cpu,
-                src=src,
-                io_file=io_file,
-                t_prop=t_prop,
-                budget_deadline=budget_deadline,
+        datagram = HEADER_BYTES + PAYLOAD
+        k = measure_buffer_packets(datagram, rcvbuf_bytes=args.rcvbuf)
+        if args.profile_json:
+            saved = json.loads(Path(args.profile_json).read_text())
+            calibration = saved["calibration"]
+            profile = HostProfile(**calibration["profile"]).replace(
+                buffer_packets=k, coalesce_packets=min(args.batch, k)
             )
-            results.append(w)
-            ratio = w["time_ratio"]
+        else:
+            datagrams, process = receive_path(PAYLOAD)
+            net = measure_net_service(
+                batch_packets=args.batch,
+                payload_bytes=PAYLOAD,
+                datagrams=datagrams,
+                process=process,
+                runs=3 if quick else 5,
+                seconds=1.0 if quick else 2.0,
+                receiver_cpu=rx_cpu,
+                sender_cpu=tx_cpu,
+            )
+            io = measure_io_service(
+                file_bytes=64 * 2**20 if quick else 512 * 2**20,
+                runs=3 if quick else 5,
+                reads=500 if quick else 2000,
+                cpu=rx_cpu,
+                directory="/var/tmp",
+            )
+            line_rates = sender_max_rate(src, rx_cpu, tx_cpu, args)
+            profile = HostProfile(
+                name="validate-transfer",
+                mu_io_cpu=io.mu_io_cpu.mean,
+                mu_disk=io.mu_disk.mean,
+                mu_net=net.mu_net.mean,
+                buffer_packets=k,
+                coalesce_packets=min(args.batch, k),
+                line_rate_bps=statistics.fmean(line_rates),
+                packet_payload_bytes=PAYLOAD,
+            )
+            calibration = {
+                "net": net.to_dict(),
+                "io": io.to_dict(),
+                "sender_max_rate_bps": _spread(line_rates),
+                "load1_during": os.getloadavg()[0],
+            }
+        calibration["profile"] = profile.to_dict()
+        rtt = _loopback_rtt()
+        t_prop = args.delay + rtt / 2.0
+        print(
+            f"# mu_net {profile.mu_net:.0f}/s (N={profile.coalesce_packets}), "
+            f"K={k} datagrams of {datagram} B, "
+            f"line (sender max) {profile.line_rate_bps / 1e6:.0f} Mbps, "
+            f"mu_io_cpu {profile.mu_io_cpu:.0f}/s, "
+            f"mu_disk {profile.mu_disk:.0f}/s, T_prop {t_prop * 1e3:.3f} ms"
+        )
+
+        io_file = None
+        if any(i for _, i in workloads):
+            io_file = Path(tempfile.mkstemp(prefix=".blastrate-io-", dir="/var/tmp")[1])
+            write_line_file(io_file, 256 * 2**20)
+        results = []
+        try:
+            for c, i in workloads:
+                w = run_workload(
+                    c,
+                    i,
+                    profile=profile,
+                    args=args,
+                    rx_cpu=rx_cpu,
+                    tx_cpu=tx_cpu,
+                    src=src,
+                    io_file=io_file,
+                    t_prop=t_prop,
+                    budget_deadline=budget_deadline,
+                )
+                results.append(w)
+                ratio = w["time_ratio"]
+                print(
+                    f"C={c} I={i}: predicted {w['predicted_rate_bps'] / 1e6:7.1f} Mbps, "
+                    f"best {(w['best_rate_bps'] or 0) / 1e6:7.1f} Mbps, "
+                    f"time at predicted {w['time_at_predicted_s'] or float('nan'):.3f} s, "
+                    f"best {w['best_time_s'] or float('nan'):.3f} s, "
+                    f"ratio {ratio if ratio is not None else float('nan'):.3f}",
+                    flush=True,
+                )
+        finally:
+            if io_file is not None:
+                io_file.unlink(missing_ok=True)
+
+        result = {
+            "config": {
+                "quick": quick,
+                "file_size_bytes": args.file_size,
+                "delay_s": args.delay,
+                "t_prop_s": t_prop,
+                "runs": args.runs,
+                "grid_points": args.rates,
+                "batch_packets": args.batch,
+                "max_burst_packets": args.max_burst,
+                "buffer_packets": k,
+                "rcvbuf_bytes": args.rcvbuf,
+                "host": platform.node(),
+                "kernel": platform.release(),
+                "cores": [rx_cpu, tx_cpu],
+                "scheduler": isolation,
+                "elapsed_s": time.monotonic() - start,
+                "load_end": os.getloadavg(),
+            },
+            "calibration": calibration,
+            "workloads": results,
+        }
+        print()
+        print(
+            f"{'C':>2} {'I':>2} {'predicted':>10} {'best':>10} {'t@pred':>8} {'t best':>8} "
+            f"{'ratio':>6}  per-rate mean time (s) [model]"
+        )
+        for w in results:
+            cells = " ".join(
+                f"{r['rate_bps'] / 1e6:.0f}:{r['time_s'].get('mean', float('nan')):.3f}"
+                f"[{r['model_time_s'] if r['model_time_s'] is not None else float('inf'):.3f}]"
+                for r in w["rates"]
+            )
             print(
-                f"C={c} I={i}: predicted {w['predicted_rate_bps'] / 1e6:7.1f} Mbps, "
-                f"best {(w['best_rate_bps'] or 0) / 1e6:7.1f} Mbps, "
-                f"time at predicted {w['time_at_predicted_s'] or float('nan'):.3f} s, "
-                f"best {w['best_time_s'] or float('nan'):.3f} s, "
-                f"ratio {ratio if ratio is not None else float('nan'):.3f}",
-                flush=True,
+                f"{w['cpu_tasks']:>2} {w['io_tasks']:>2} {w['predicted_rate_bps'] / 1e6:>10.1f} "
+                f"{(w['best_rate_bps'] or 0) / 1e6:>10.1f} "
+                f"{w['time_at_predicted_s'] or float('nan'):>8.3f} "
+                f"{w['best_time_s'] or float('nan'):>8.3f} "
+                f"{w['time_ratio'] or float('nan'):>6.3f}  {cells}"
             )
+        print(f"# elapsed {result['config']['elapsed_s']:.0f} s; load at end {os.getloadavg()}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=1))
+        if args.plot:
+            plot(result, args.plot)
+
     finally:
         src.unlink(missing_ok=True)
         tmp.rmdir()
-        if io_file is not None:
-            io_file.unlink(missing_ok=True)
-
-    result = {
-        "config": {
-            "quick": quick,
-            "file_size_bytes": args.file_size,
-            "delay_s": args.delay,
-            "t_prop_s": t_prop,
-            "runs": args.runs,
-            "grid_points": args.rates,
-            "batch_packets": args.batch,
-            "max_burst_packets": args.max_burst,
-            "buffer_packets": k,
-            "rcvbuf_bytes": args.rcvbuf,
-            "host": platform.node(),
-            "kernel": platform.release(),
-            "cores": [rx_cpu, tx_cpu],
-            "scheduler": isolation,
-            "elapsed_s": time.monotonic() - start,
-            "load_end": os.getloadavg(),
-        },
-        "calibration": calibration,
-        "workloads": results,
-    }
-    print()
-    print(
-        f"{'C':>2} {'I':>2} {'predicted':>10} {'best':>10} {'t@pred':>8} {'t best':>8} "
-        f"{'ratio':>6}  per-rate mean time (s) [model]"
-    )
-    for w in results:
-        cells = " ".join(
-            f"{r['rate_bps'] / 1e6:.0f}:{r['time_s'].get('mean', float('nan')):.3f}"
-            f"[{r['model_time_s'] if r['model_time_s'] is not None else float('inf'):.3f}]"
-            for r in w["rates"]
-        )
-        print(
-            f"{w['cpu_tasks']:>2} {w['io_tasks']:>2} {w['predicted_rate_bps'] / 1e6:>10.1f} "
-            f"{(w['best_rate_bps'] or 0) / 1e6:>10.1f} "
-            f"{w['time_at_predicted_s'] or float('nan'):>8.3f} "
-            f"{w['best_time_s'] or float('nan'):>8.3f} "
-            f"{w['time_ratio'] or float('nan'):>6.3f}  {cells}"
-        )
-    print(f"# elapsed {result['config']['elapsed_s']:.0f} s; load at end {os.getloadavg()}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
-    if args.plot:
-        plot(result, args.plot)
 
 
 if __name__ == "__main__":

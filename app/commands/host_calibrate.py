@@ -226,6 +226,8 @@ def calibrate(
             ProfileStore().put(profile, provenance=provenance)
         except WorkloadError as exc:
             _fail(exc.field or "name", str(exc), 2)
+        except Exception as exc:  # the store's own failure (database unreachable, ...)
+            _fail("store", f"{type(exc).__name__}: {exc}", 1)
         stored = True
     if as_json:
         click.echo(
