@@ -27,8 +27,8 @@ Three rates and one buffer size, each measured the way the model uses it:
     ``t_disk`` is the rest of the ``pread``'s wall time, when the task waits for the
     device.  ``mu_io_cpu = 1 / mean(t_inter-disk)``, ``mu_disk = 1 / mean(t_disk)``.
     (Counting the read's CPU as disk time, as a first version did, made the I/O task
-    look 10x lighter on the processor than it is on this virtual machine, and the model over-predicted the
-    bottleneck rate with I/O-bound tasks.)
+    look 10x lighter on the processor than it is on this virtual machine, and the
+    model over-predicted the bottleneck rate with I/O-bound tasks.)
 ``buffer_packets`` (K)
     Linux doubles SO_RCVBUF and charges each datagram its kernel buffer size (skb
     truesize), not its payload, so K is measured: send datagrams of the real size into
