@@ -88,8 +88,9 @@ def test_forced_loss_still_arrives_intact_in_several_rounds(tmp_path: Path) -> N
     assert written.read_bytes() == data
     assert len(report.rounds) > 1
     assert rx.dropped > 0
-    # The first round lost about the hook's 30 % (409 packets: 3 sigma is about 7 %).
-    assert report.rounds[0].loss == pytest.approx(0.3, abs=0.08)
+    # The first round lost at least about the hook's 30 % (409 packets: 3 sigma is about
+    # 7 %); a loaded machine may add real socket-buffer loss on top, never remove any.
+    assert 0.3 - 0.08 <= report.rounds[0].loss <= 0.9
     assert report.rounds[-1].missing_after == 0
     assert sum(r.missing_after for r in report.rounds[:-1]) > 0
 
