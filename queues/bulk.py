@@ -1,4 +1,4 @@
-"""The NIC receive buffer as an M/M[N]/1/K bulk-service queue (SPEC section 3).
+"""The NIC receive buffer as an M/M[N]/1/K bulk-service queue (docs/conventions.md §3).
 
 Packets arrive as a Poisson process of rate ``lam`` (packets/s).  The buffer holds at
 most ``K`` packets, counting those being served; an arrival that finds ``K`` is lost.

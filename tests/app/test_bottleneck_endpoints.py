@@ -60,7 +60,7 @@ def test_inputs_are_normalised_to_si_with_profile_values(client: TestClient) -> 
 
 
 def test_one_cpu_task_halves_the_interrupt_rate(client: TestClient) -> None:
-    # SPEC section 2 check: C = 1, I = 0, m = 1 gives mu = 41600 / 2 = 20800 /s.
+    # docs/conventions.md §2 check: C = 1, I = 0, m = 1 gives mu = 41600 / 2 = 20800 /s.
     r = client.get("/bottleneck-rate", params={**PAPER, "cpu_tasks": 1, "io_tasks": 0})
     assert r.json()["interrupt_service_rate_per_s"] == pytest.approx(20_800.0, rel=1e-12)
 
@@ -249,7 +249,7 @@ def test_profiles(client: TestClient, problem_of: Any) -> None:
     assert listing["default"] == "sx280-2007"
     one = client.get("/profiles/sx280-2007").json()
     assert one in listing["profiles"]
-    # SPEC "Units": the paper's Table II in SI units.
+    # docs/conventions.md "Units": the paper's Table II in SI units.
     assert (one["mu_io_cpu"], one["mu_disk"], one["mu_net"]) == (4600.0, 1010.0, 41600.0)
     assert (one["buffer_packets"], one["coalesce_packets"]) == (64, 6)
     problem_of(client.get("/profiles/nope"), 404)

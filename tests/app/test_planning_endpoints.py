@@ -41,7 +41,7 @@ def test_nic_queue_with_batch_one_is_mm1k(client: TestClient) -> None:
         # Closed form vs the exact solver: agreement to rounding (1e-12 relative).
         assert body["loss_probability"][i] == pytest.approx(loss, rel=1e-12)
         assert body["mean_occupancy"][i] == pytest.approx(mean, rel=1e-12)
-    # Send rates are arrival rates times 8 S_pkt (SPEC section 3).
+    # Send rates are arrival rates times 8 S_pkt (docs/conventions.md §3).
     assert body["send_rate_bps"][0] == pytest.approx(lam[0] * 8 * 1468)
 
 
@@ -113,7 +113,7 @@ def test_transfer_time_without_loss_is_the_hand_formula(client: TestClient) -> N
     assert body["total_bytes"] == total
     for rate, t in zip([2e8, 1e9], body["curve"]["total_s"], strict=True):
         b = rate / 8
-        # SPEC section 4 with l = 0: one blast, one bitmap, two propagation delays.
+        # docs/conventions.md §4 with l = 0: one blast, one bitmap, two propagation delays.
         expected = delay + total / b + (total / (8 * payload * b) + delay)
         assert t == pytest.approx(expected, rel=1e-12)
     # Without loss, faster is always better: the optimum is the line rate.
