@@ -310,3 +310,20 @@ def test_transient_needs_times(client: TestClient, problem_of: Any) -> None:
         client.post("/srn/solve", json={"net": queue_net(3), "analysis": "transient"}), 422
     )
     assert body["errors"][0]["field"] == "body.times"
+
+
+def test_nic_queue_far_above_saturation_is_answered(client: TestClient) -> None:
+    # Issue #13: this body was a 500 (SuperLU: "Factor is exactly singular").  The answer
+    # is the saturation limit, 1 - loss = mu * clip(K/2, a, b) / lam (queues._general).
+    body = {
+        "buffer_packets": 243,
+        "coalesce_packets": 243,
+        "arrival_rates_pps": [4.6e11],
+        "min_batch": 1,
+        "service_rate_per_s": 1e-6,
+    }
+    r = client.post("/queues/nic", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["throughput_pps"][0] == pytest.approx(1e-6 * 121.5, rel=1e-9)
+    assert 0.0 < 1.0 - out["loss_probability"][0] < 1e-15
