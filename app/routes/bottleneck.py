@@ -1,9 +1,12 @@
 """The effective bottleneck rate, the interrupt service time and the host profiles.
 
-``GET /bottleneck-rate`` is on the critical path of transfer tools, so it is lean: an
-``async`` handler (no thread-pool hop), a cache lookup on the normalised inputs, and on a
-miss the paper-sized model computed inline in a few milliseconds.  Only workloads whose
-chains are larger than ``inprocess_max_states`` go to the worker pool.
+``GET /bottleneck-rate`` is on the critical path of transfer tools, so it is lean: one
+validation of the whole query (unknown and repeated parameters refused), a cache lookup
+on the normalised inputs, and on a miss the model computed once per key (concurrent
+identical misses wait for the same computation), never on the event loop: paper-sized
+chains in a bounded thread pool (about a millisecond), chains larger than
+``inprocess_max_method_states`` in the worker pool.  Problems name only the fields the
+request contained (:func:`app.problems.only_sent_fields`).
 """
 
 from __future__ import annotations
