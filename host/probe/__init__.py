@@ -1,0 +1,1 @@
+"""Probe of the live receiving host (filled in by the next commits)."""
