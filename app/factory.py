@@ -15,6 +15,8 @@ from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from host.store import ProfileStore, ProfileStoreError
+
 from . import __version__
 from .cache import QueryIndex, ResultCache
 from .middleware import ServiceMiddleware
@@ -32,6 +34,7 @@ from .problems import (
 from .routes import health, planning, problem_types
 from .settings import Settings
 from .state import ServiceState
+from .stored_profiles import storage_problem
 
 __all__ = ["create_app"]
 
@@ -55,7 +58,8 @@ the RBUDP sending rate that minimises the transfer time, given the host's worklo
 TAGS = [
     {"name": "bottleneck", "description": "The whole method, for transfer tools."},
     {"name": "planning", "description": "Building blocks, for capacity planners."},
-    {"name": "profiles", "description": "Named host profiles."},
+    {"name": "profiles", "description": "Named host profiles: built-in and stored."},
+    {"name": "host", "description": "The live probe of the host running the service."},
     {"name": "health", "description": "Liveness, readiness, metrics."},
     {"name": "problems", "description": "Documentation of the problem types."},
 ]
@@ -203,6 +207,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(ValueError, on_library_error)
 
+    async def on_storage_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ProfileStoreError)
+        log.error("profile database: %s", exc)
+        return _problem_response(storage_problem(exc), request)
+
+    app.add_exception_handler(ProfileStoreError, on_storage_error)
+
 
 _VALIDATION_DESCRIPTION = "Invalid path or query parameter; `errors` names it (problem+json)."
 
@@ -282,11 +293,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         pool=SolvePool(settings.solve_workers, settings.solve_queue, metrics),
         query_index=QueryIndex({"/bottleneck-rate": "bottleneck"}, settings.cache_entries),
     )
+    state.extras["profiles"] = ProfileStore(settings.database_url)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from .live import start_probe, stop_probe
         from .warmup import compile_default_nets
 
+        start_probe(state)
         task: asyncio.Task[None] | None = None
         if settings.warm_up:
             task = asyncio.create_task(_warm_up(state, compile_default_nets))
@@ -298,6 +312,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if task is not None and not task.done():
                 await task
             await anyio.to_thread.run_sync(state.pool.close)
+            await anyio.to_thread.run_sync(lambda: stop_probe(state))
 
     app = FastAPI(
         title="blastrate",
@@ -309,11 +324,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.service = state
     _install_error_handlers(app)
-    from .routes import bottleneck
+    from .routes import bottleneck, host, profiles
 
     allowed: dict[str, set[str]] = {}
     for router in (
         bottleneck.router,
+        profiles.router,
+        host.router,
         planning.router,
         health.router,
         problem_types.router,

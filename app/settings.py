@@ -102,6 +102,25 @@ class Settings(BaseSettings):
     cache_bytes: int = Field(
         default=64_000_000, ge=0, description="Total size of the cached response bodies (bytes)."
     )
+    # -- host profiles and the live probe (host-live) ----------------------------------------
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the profile database (BLASTRATE_DATABASE_URL); "
+        "default: SQLite file blastrate.db in the user data directory.",
+    )
+    probe_enabled: bool = Field(
+        default=True,
+        description="Probe this host's workload in a background thread, for GET /host and "
+        "GET /bottleneck-rate?workload=live.",
+    )
+    probe_interval_s: float = Field(
+        default=2.0, gt=0, le=600, description="Sampling window of each live probe (s)."
+    )
+    probe_interface: str | None = Field(
+        default=None,
+        max_length=15,
+        description="Receiving network interface to probe; default: the default route's.",
+    )
     # -- start-up and logging ------------------------------------------------------------
     warm_up: bool = Field(
         default=True, description="Compile the default nets at start-up; /readyz waits for it."

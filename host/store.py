@@ -70,6 +70,7 @@ __all__ = [
     "ProfileStoreError",
     "StoredProfile",
     "database_url",
+    "default_store",
 ]
 
 #: Environment variable that points every store at another database.
@@ -397,3 +398,19 @@ def _checked_provenance(provenance: Any) -> dict[str, Any] | None:
     # client would see (tuples become lists, keys strings).
     value: dict[str, Any] = json.loads(text)
     return value
+
+
+_DEFAULT_STORES: dict[str, ProfileStore] = {}
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_store() -> ProfileStore:
+    """The process-wide store for the current ``BLASTRATE_DATABASE_URL`` (or the user
+    data directory), created on first use and reused: what the CLI, the service's
+    worker processes and library callers get when they name a profile."""
+    key = os.environ.get(DATABASE_URL_ENV) or ""
+    with _DEFAULT_LOCK:
+        store = _DEFAULT_STORES.get(key)
+        if store is None:
+            store = _DEFAULT_STORES[key] = ProfileStore(key or None)
+        return store

@@ -1,4 +1,4 @@
-"""The effective bottleneck rate, the interrupt service time and the host profiles.
+"""The effective bottleneck rate and the interrupt service time.
 
 ``GET /bottleneck-rate`` is on the critical path of transfer tools, so it is lean: an
 ``async`` handler (no thread-pool hop), a cache lookup on the normalised inputs, and on a
@@ -13,11 +13,10 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.responses import Response
 
-from host import DEFAULT_PROFILE, HOST_PROFILES, HostProfile
+from host import HOST_PROFILES
 
 from ..bottleneck import (
     HOST_FIELDS,
@@ -28,19 +27,19 @@ from ..bottleneck import (
     state_count,
 )
 from ..cache import CachedBody
+from ..live import latest_probe, live_host_overrides, live_workload
 from ..problems import FieldProblem, ProblemError, translated_errors
 from ..schemas import (
     MIN_BIT_RATE,
     BottleneckQuery,
     BottleneckRateRequest,
     BottleneckRateResult,
-    HostProfileModel,
-    ProfileList,
     ServiceTimeRequest,
     ServiceTimeResult,
     query_parameters,
 )
 from ..state import ServiceState, respond, service
+from ..stored_profiles import fetch_profile
 from ..units import QuantityError, parse_bitrate, parse_duration, parse_size
 from .common import NOT_MODIFIED, problem_responses
 
@@ -76,10 +75,19 @@ async def _answer(
     options: dict[str, Any],
     aliases: Mapping[str, str],
     prefix: str,
+    extra: dict[str, Any] | None = None,
 ) -> Response:
-    key, entry = state.cached(function, [inputs, options])
+    # `extra` (the live probe) is part of the answer, so part of the key.
+    key, entry = state.cached(
+        function, [inputs, options] if extra is None else [inputs, options, extra]
+    )
+    # Only built-in profiles (read-only) and given workloads may be answered from the raw
+    # query string later: a stored profile can change under the same name, a live probe
+    # every window.
+    indexable = extra is None and inputs["host"]["profile"] in HOST_PROFILES
     if entry is not None:
-        _index(request, state, entry)
+        if indexable:
+            _index(request, state, entry)
         return respond(request, entry, hit=True)
     limits = state.settings
     states = state_count(inputs)
@@ -128,8 +136,11 @@ async def _answer(
     else:
         # Paper-sized chains take a few milliseconds: computed inline, no thread hop.
         body = state.timed(function, "process", lambda: run_method(payload))
+    if extra is not None:
+        body = {**body, **extra}
     entry = state.store(key, body)
-    _index(request, state, entry)
+    if indexable:
+        _index(request, state, entry)
     return respond(request, entry, hit=False)
 
 
@@ -154,7 +165,7 @@ def _line_rate(text: str, field: str) -> float:
     tags=["bottleneck"],
     response_model=BottleneckRateResult,
     response_model_exclude_none=True,
-    responses={**NOT_MODIFIED, **problem_responses(422, 429)},
+    responses={**NOT_MODIFIED, **problem_responses(404, 422, 429, 503)},
     openapi_extra={"parameters": query_parameters(BottleneckQuery)},
 )
 async def get_bottleneck_rate(request: Request) -> Response:
@@ -167,35 +178,55 @@ async def get_bottleneck_rate(request: Request) -> Response:
     # One pydantic validation of the whole query string instead of FastAPI's per-
     # parameter extraction (which cost more than the rest of the request handling); the
     # errors are FastAPI's, with the same locations.
+    params = dict(request.query_params)
+    # C and I are required unless the workload is the live probe's.
+    missing = [
+        {"type": "missing", "loc": ("query", f), "msg": "Field required", "input": None}
+        for f in ("cpu_tasks", "io_tasks")
+        if f not in params and params.get("workload") != "live"
+    ]
     try:
-        q = BottleneckQuery.model_validate(dict(request.query_params))
+        q = BottleneckQuery.model_validate(params)
     except ValidationError as exc:
         raise RequestValidationError(
-            [{**e, "loc": ("query", *e["loc"])} for e in exc.errors(include_url=False)]
+            missing + [{**e, "loc": ("query", *e["loc"])} for e in exc.errors(include_url=False)]
         ) from None
+    if missing:
+        raise RequestValidationError(missing)
     state = service(request)
+    extra: dict[str, Any] | None = None
+    nic: dict[str, Any] = {}
+    workload: dict[str, Any]
+    if q.workload == "live":
+        probe = latest_probe(state, field="query.workload")
+        workload = dict(live_workload(probe, q.cores, q.disks))
+        nic = live_host_overrides(probe)
+        extra = {"workload_source": "live", "probe": probe.to_dict()}
+    else:
+        workload = {
+            "cpu_tasks": q.cpu_tasks,
+            "io_tasks": q.io_tasks,
+            "cores": 1 if q.cores is None else q.cores,
+            "disks": 1 if q.disks is None else q.disks,
+        }
     with translated_errors(_QUERY_FIELDS, "query."):
+        host = {
+            "profile": await fetch_profile(state, q.profile),
+            "mu_io_cpu": q.mu_io_cpu,
+            "mu_disk": q.mu_disk,
+            "mu_net": q.mu_net,
+            "buffer_packets": q.buffer_packets,
+            "coalesce_packets": q.coalesce_packets,
+            "line_rate_bps": None if q.line_rate is None else _line_rate(q.line_rate, "line_rate"),
+            "packet_payload_bytes": None
+            if q.packet_payload is None
+            else parse_size(q.packet_payload, "packet_payload"),
+        }
+        # Values the live probe read from the NIC fill what the query leaves unset.
+        host.update({k: v for k, v in nic.items() if host.get(k) is None})
         inputs = resolve_inputs(
-            {
-                "cpu_tasks": q.cpu_tasks,
-                "io_tasks": q.io_tasks,
-                "cores": 1 if q.cores is None else q.cores,
-                "disks": 1 if q.disks is None else q.disks,
-            },
-            {
-                "profile": q.profile,
-                "mu_io_cpu": q.mu_io_cpu,
-                "mu_disk": q.mu_disk,
-                "mu_net": q.mu_net,
-                "buffer_packets": q.buffer_packets,
-                "coalesce_packets": q.coalesce_packets,
-                "line_rate_bps": None
-                if q.line_rate is None
-                else _line_rate(q.line_rate, "line_rate"),
-                "packet_payload_bytes": None
-                if q.packet_payload is None
-                else parse_size(q.packet_payload, "packet_payload"),
-            },
+            workload,
+            host,
             {
                 "file_size_bytes": parse_size(q.file_size, "file_size"),
                 "propagation_delay_s": parse_duration(q.propagation_delay, "propagation_delay"),
@@ -203,7 +234,14 @@ async def get_bottleneck_rate(request: Request) -> Response:
             q.nic_service,
         ).to_dict()
     return await _answer(
-        request, state, "bottleneck", inputs, {"curve_points": 200}, _QUERY_FIELDS, "query."
+        request,
+        state,
+        "bottleneck",
+        inputs,
+        {"curve_points": 200},
+        _QUERY_FIELDS,
+        "query.",
+        extra,
     )
 
 
@@ -214,7 +252,7 @@ async def get_bottleneck_rate(request: Request) -> Response:
     tags=["bottleneck"],
     response_model=BottleneckRateResult,
     response_model_exclude_none=True,
-    responses=problem_responses(415, 422, 429),
+    responses=problem_responses(415, 422, 429, 503),
 )
 async def post_bottleneck_rate(body: BottleneckRateRequest, request: Request) -> Response:
     """The same answer as `GET /bottleneck-rate` from `workload`, `host` and `transfer`
@@ -228,9 +266,11 @@ async def post_bottleneck_rate(body: BottleneckRateRequest, request: Request) ->
             "body.service_time_points", state.settings.max_curve_points, body.service_time_points
         )
     with translated_errors(_BODY_FIELDS, "body."):
+        host = body.host.model_dump()
+        host["profile"] = await fetch_profile(state, host["profile"])
         inputs = resolve_inputs(
             body.workload.model_dump(),
-            body.host.model_dump(),
+            host,
             body.transfer.model_dump(),
             body.nic_service,
         ).to_dict()
@@ -258,7 +298,7 @@ def _too_many(field: str, allowed: int, actual: int) -> ProblemError:
     tags=["planning"],
     response_model=ServiceTimeResult,
     response_model_exclude_none=True,
-    responses=problem_responses(415, 422, 429),
+    responses=problem_responses(415, 422, 429, 503),
 )
 async def post_service_time(body: ServiceTimeRequest, request: Request) -> Response:
     """The time the host takes to service one network interrupt (the tagged-customer
@@ -284,7 +324,9 @@ async def post_service_time(body: ServiceTimeRequest, request: Request) -> Respo
     if body.grid_points > limits.max_curve_points:
         raise _too_many("body.grid_points", limits.max_curve_points, body.grid_points)
     with translated_errors(_BODY_FIELDS, "body."):
-        inputs = resolve_inputs(body.workload.model_dump(), body.host.model_dump()).to_dict()
+        host = body.host.model_dump()
+        host["profile"] = await fetch_profile(state, host["profile"])
+        inputs = resolve_inputs(body.workload.model_dump(), host).to_dict()
     options = {
         "times_s": body.times_s,
         "grid_points": body.grid_points,
@@ -293,46 +335,3 @@ async def post_service_time(body: ServiceTimeRequest, request: Request) -> Respo
     }
     aliases = {**_BODY_FIELDS, "times": "times_s"}
     return await _answer(request, state, "service-time", inputs, options, aliases, "body.")
-
-
-def _profile_dict(profile: HostProfile) -> dict[str, Any]:
-    return profile.to_dict()
-
-
-@router.get(
-    "/profiles",
-    operation_id="list_profiles",
-    summary="The named host profiles",
-    tags=["profiles"],
-    response_model=ProfileList,
-    responses=problem_responses(),
-)
-async def list_profiles() -> JSONResponse:
-    """Every built-in host profile, in SI units, and the default's name."""
-    return JSONResponse(
-        {
-            "default": DEFAULT_PROFILE,
-            "profiles": [_profile_dict(p) for _, p in sorted(HOST_PROFILES.items())],
-        }
-    )
-
-
-@router.get(
-    "/profiles/{name}",
-    operation_id="get_profile",
-    summary="One host profile",
-    tags=["profiles"],
-    response_model=HostProfileModel,
-    responses=problem_responses(404),
-)
-async def get_profile(name: str) -> JSONResponse:
-    """The host profile called `name`: service rates (1/s), NIC buffer and coalescing
-    (packets), line rate (bit/s) and packet payload (bytes)."""
-    profile = HOST_PROFILES.get(name)
-    if profile is None:
-        raise ProblemError(
-            "not-found",
-            f"no host profile {name[:64]!r}; known: {', '.join(sorted(HOST_PROFILES))}",
-            [FieldProblem("path.name", "unknown profile")],
-        )
-    return JSONResponse(_profile_dict(profile))

@@ -52,7 +52,9 @@ class ProbeSampler:
         self.interval_s = float(interval_s)
         self.pause_s = float(pause_s)
         self._probe = probe or probe_host
-        self._options = options
+        # Waits inside a window end at once when the sampler is stopped, so that a
+        # service shuts down without waiting for the window (the result is discarded).
+        self._options = {"sleep": self._wait, **options} if probe is None else options
         self._latest: HostProbe | None = None
         self._error: str | None = None
         self._stop = threading.Event()
@@ -93,6 +95,9 @@ class ProbeSampler:
         """Wait for the first completed window; True if there is one."""
         return self._ready.wait(timeout)
 
+    def _wait(self, seconds: float) -> None:
+        self._stop.wait(seconds)
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
@@ -102,6 +107,8 @@ class ProbeSampler:
                 log.warning("probe failed: %s", self._error)
                 self._stop.wait(max(self.interval_s, 1.0))
                 continue
+            if self._stop.is_set():
+                break  # the window was cut short by stop(): not a full window
             self._latest = result
             self._error = None
             self.windows += 1

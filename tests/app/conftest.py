@@ -25,6 +25,7 @@ TEST_SETTINGS: dict[str, Any] = {
     "max_states": 5_000,
     "max_expression_length": 200,
     "inprocess_max_states": 50,
+    "probe_enabled": False,
 }
 
 
