@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -110,6 +111,12 @@ def test_builtin_lookup_never_opens_the_database(tmp_path: Path) -> None:
     # not a profile error (the server's fault, not the client's).
     with pytest.raises(ProfileStoreError):
         store.get("lab-1")
+
+
+def test_tests_never_use_the_user_database() -> None:
+    # Set for the whole session by the repository's conftest.py.
+    url = os.environ["BLASTRATE_DATABASE_URL"]
+    assert url.startswith("sqlite:///") and "blastrate-test-db-" in url
 
 
 def test_url_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch, url: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import EXPECTED_CPU, EXPECTED_IO, OWN_PID, SAMPLES, TASKS, WINDOW_S, FakeTime, write
+from fake_host import EXPECTED_CPU, EXPECTED_IO, OWN_PID, SAMPLES, TASKS, WINDOW_S, FakeTime, write
 
 from host import WorkloadError, host_profile
 from host.probe import EthtoolCoalesce, EthtoolRing, EthtoolUnavailable, probe_host

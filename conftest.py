@@ -1,5 +1,8 @@
 """Set-up for every test: no test ever touches the user's real profile database.
 
+(At the repository root, outside the doctest-collected folders: several ``conftest.py``
+without packages would clash under ``--doctest-modules``.)
+
 ``BLASTRATE_DATABASE_URL`` points at a SQLite file in a temporary directory for the
 whole session, set before any test module is imported; tests that need a database of
 their own pass an explicit URL.
