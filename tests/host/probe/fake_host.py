@@ -1,4 +1,5 @@
-"""A fake host under a temporary root: /proc and /sys files written by hand.
+"""A fake host under a temporary root: /proc and /sys files written by hand (helpers
+of test_probe_fake_root.py).
 
 The expected counts of every test are derived from the numbers written here; each task
 of :data:`TASKS` says which rule of :mod:`host.probe.classify` it exercises and what it
@@ -8,11 +9,8 @@ must be classified as.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 from host.probe.tasks import PF_KTHREAD
 
@@ -185,9 +183,8 @@ def build_start(root: Path) -> None:
             write_task(root, t, t.states[0], end=False)
 
 
-@pytest.fixture
-def fake_root(tmp_path: Path) -> Path:
-    """A fake host at the start of the window."""
+def make_fake_root(tmp_path: Path) -> Path:
+    """A fake host at the start of the window, under ``tmp_path``."""
     root = tmp_path / "host"
     build_static(root)
     build_start(root)
@@ -219,11 +216,3 @@ class FakeTime:
                 write_task(self.root, t, t.states[k], end=False)
             elif k == SAMPLES:
                 write_task(self.root, t, t.states[-1], end=True)
-
-
-@pytest.fixture
-def fake_time(fake_root: Path) -> FakeTime:
-    return FakeTime(fake_root)
-
-
-ProbeFactory = Callable[..., object]

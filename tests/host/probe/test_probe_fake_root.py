@@ -8,7 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_host import EXPECTED_CPU, EXPECTED_IO, OWN_PID, SAMPLES, TASKS, WINDOW_S, FakeTime, write
+from fake_host import (
+    EXPECTED_CPU,
+    EXPECTED_IO,
+    OWN_PID,
+    SAMPLES,
+    TASKS,
+    WINDOW_S,
+    FakeTime,
+    make_fake_root,
+    write,
+)
 
 from host import WorkloadError, host_profile
 from host.probe import EthtoolCoalesce, EthtoolRing, EthtoolUnavailable, probe_host
@@ -17,6 +27,16 @@ from host.probe.cores import cgroup_cpu_quota, effective_cores
 from host.probe.disks import real_disks
 from host.probe.nic import probe_nic
 from host.probe.tasks import snapshot_tasks
+
+
+@pytest.fixture
+def fake_root(tmp_path: Path) -> Path:
+    return make_fake_root(tmp_path)
+
+
+@pytest.fixture
+def fake_time(fake_root: Path) -> FakeTime:
+    return FakeTime(fake_root)
 
 
 def ring(rx: int = 512) -> EthtoolRing:
