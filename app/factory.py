@@ -300,12 +300,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from .live import start_probe, stop_probe
         from .warmup import compile_default_nets
 
-        start_probe(state)
         task: asyncio.Task[None] | None = None
         if settings.warm_up:
             task = asyncio.create_task(_warm_up(state, compile_default_nets))
+            # The probe starts once warm-up is over: both need the cores at start-up.
+            task.add_done_callback(lambda _: start_probe(state))
         else:
             state.ready = True
+            start_probe(state)
         try:
             yield
         finally:

@@ -51,7 +51,7 @@ class HostProbe:
     window_s : float
         Length of the sampling window (s).
     samples : int
-        State samples taken in the window.
+        State samples taken in the window (fewer than asked when sampling fell behind).
     taken_at : datetime
         End of the window (UTC).
     affinity : Reading
@@ -217,11 +217,15 @@ def probe_host(
     states = []
     step = interval_s / samples
     for i in range(samples):
-        # Samples at the middle of each of `samples` equal slices of the window.
+        # Samples at the middle of each of `samples` equal slices of the window.  On a
+        # loaded host a sample can take longer than a slice: the samples that no longer
+        # fit are dropped rather than stretching the window.
         target = t0 + (i + 0.5) * step
         delay = target - clock()
         if delay > 0:
             sleep(delay)
+        elif clock() >= t0 + interval_s:
+            break
         states.append(read_states(root, watched))
     delay = t0 + interval_s - clock()
     if delay > 0:
@@ -236,7 +240,7 @@ def probe_host(
     i = sum(1 for v in verdicts if v.kind == "io")
     has_schedstat = any(t.run_ns is not None for t in kept_start.values())
     basis = "/proc/<pid>/task/<tid>/schedstat" if has_schedstat else "/proc/<pid>/task/<tid>/stat"
-    where = f"over {window:.3g} s, {samples} state samples, {len(verdicts)} tasks"
+    where = f"over {window:.3g} s, {len(states)} state samples, {len(verdicts)} tasks"
     cpu_tasks = Reading(c, f"{basis} {where}: runnable >= 50% of the window")
     io_tasks = Reading(
         i,
@@ -253,7 +257,7 @@ def probe_host(
         tasks=tuple(verdicts),
         excluded_tasks=len(start) - len(watched),
         window_s=window,
-        samples=samples,
+        samples=len(states),
         taken_at=datetime.now(UTC),
         affinity=affinity,
         quota=quota,

@@ -137,7 +137,8 @@ def test_the_real_probe_runs_in_the_background(make_client: Callable[..., TestCl
         time.sleep(0.1)
     assert response.status_code == 200, response.text
     body = response.json()
-    assert body["window_s"] == pytest.approx(0.3, abs=0.2)
+    # At least the window asked for (longer on a loaded host: the end snapshot).
+    assert body["window_s"] >= 0.29 and body["samples"] >= 1
     for name in ("cpu_tasks", "io_tasks", "cores", "disks"):
         assert isinstance(body["workload"][name]["value"], int)
         assert body["workload"][name]["source"]
