@@ -32,6 +32,7 @@ from .problems import (
     status_phrase,
 )
 from .routes import health, planning, problem_types
+from .routes.jobs import JobService
 from .settings import Settings
 from .state import ServiceState
 from .stored_profiles import storage_problem
@@ -295,12 +296,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     state.extras["profiles"] = ProfileStore(settings.database_url)
 
+    jobs = JobService(settings)
+    state.extras["jobs"] = jobs
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from .live import start_probe, stop_probe
         from .warmup import compile_default_nets
 
         task: asyncio.Task[None] | None = None
+        await anyio.to_thread.run_sync(jobs.start_if_configured)
         if settings.warm_up:
             task = asyncio.create_task(_warm_up(state, compile_default_nets))
             # The probe starts once warm-up is over: both need the cores at start-up.
@@ -315,6 +320,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await task
             await anyio.to_thread.run_sync(state.pool.close)
             await anyio.to_thread.run_sync(lambda: stop_probe(state))
+            await anyio.to_thread.run_sync(jobs.close)
 
     app = FastAPI(
         title="blastrate",
@@ -327,6 +333,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.service = state
     _install_error_handlers(app)
     from .routes import bottleneck, host, profiles
+    from .routes import jobs as job_routes
 
     allowed: dict[str, set[str]] = {}
     for router in (
@@ -334,6 +341,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         profiles.router,
         host.router,
         planning.router,
+        job_routes.router,
         health.router,
         problem_types.router,
     ):

@@ -59,6 +59,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.pool import StaticPool
 
 from .errors import WorkloadError
 from .profiles import HOST_PROFILES, HostProfile
@@ -199,8 +200,16 @@ class ProfileStore:
     def _db(self) -> Engine:
         with self._lock:
             if self._engine is None:
+                url = self.url
+                options: dict[str, Any] = {}
+                if url.startswith("sqlite"):
+                    # Threads share the pool; a writer waits up to 30 s for another.
+                    options["connect_args"] = {"check_same_thread": False, "timeout": 30}
+                    if url in ("sqlite://", "sqlite:///:memory:"):
+                        # An in-memory database exists once per connection: keep one.
+                        options["poolclass"] = StaticPool
                 try:
-                    engine = create_engine(self.url)
+                    engine = create_engine(url, **options)
                     _Base.metadata.create_all(engine)
                 except SQLAlchemyError as exc:
                     raise ProfileStoreError(

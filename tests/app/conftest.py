@@ -30,6 +30,7 @@ TEST_SETTINGS: dict[str, Any] = {
     "max_expression_length": 200,
     "inprocess_max_states": 50,
     "probe_enabled": False,
+    "database_url": "sqlite://",  # jobs in memory, never in the user's data directory
 }
 
 

@@ -14,6 +14,7 @@ REQUEST_BODIES = {
     "compute_transfer_time",
     "solve_srn",
     "put_profile",
+    "submit_srn_job",
 }
 
 
@@ -45,6 +46,9 @@ def test_operation_ids_are_stable_and_unique() -> None:
         "solve_nic_queue",
         "compute_transfer_time",
         "solve_srn",
+        "submit_srn_job",
+        "get_srn_job",
+        "cancel_srn_job",
         "get_health",
         "get_readiness",
         "get_metrics",

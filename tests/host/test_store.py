@@ -113,6 +113,16 @@ def test_builtin_lookup_never_opens_the_database(tmp_path: Path) -> None:
         store.get("lab-1")
 
 
+def test_in_memory_database_is_shared_by_threads() -> None:
+    store = ProfileStore("sqlite://")
+    store.put(lab("mem"))
+    found: list[float] = []
+    worker = threading.Thread(target=lambda: found.append(store.get("mem").mu_net))
+    worker.start()
+    worker.join()
+    assert found == [41_600.0]
+
+
 def test_tests_never_use_the_user_database() -> None:
     # Set for the whole session by the repository's conftest.py.
     url = os.environ["BLASTRATE_DATABASE_URL"]
