@@ -173,6 +173,38 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             4,
         ),
         ProblemType(
+            "profile-read-only",
+            409,
+            "Built-in profiles cannot be changed",
+            "The built-in host profiles (the paper's figures) are read-only; store your "
+            "values under another name.",
+            2,
+        ),
+        ProblemType(
+            "probe-disabled",
+            404,
+            "The live probe is disabled",
+            "This service does not probe its host (setting `probe_enabled` is false), so it "
+            "has no live workload to report or compute from.",
+            2,
+        ),
+        ProblemType(
+            "probe-unavailable",
+            503,
+            "No live probe of this host",
+            "The live probe has not finished its first sampling window yet (retry after "
+            "`Retry-After` seconds), or it failed.",
+            4,
+        ),
+        ProblemType(
+            "storage-unavailable",
+            503,
+            "The profile database is unavailable",
+            "The database of stored host profiles could not be read or written; retry "
+            "after `Retry-After` seconds.",
+            5,
+        ),
+        ProblemType(
             "internal-error",
             500,
             "Internal error",
