@@ -1,14 +1,21 @@
 # Sourced by the set-up scripts: make (or reuse) the project's virtual environment
 # and install the pinned dependencies into it. VENV overrides the location.
 #
-# The extras to install come from the shell variable venv_extras (e.g. "test"), set by the
-# sourcing script, and never from its positional arguments: `source` without arguments
-# shares the caller's "$@", so `./scripts/serve --port 9000` once handed "--port" to pip.
+# Source it with the extras as its one argument, always, "" for none:
+#     source scripts/_venv.sh ""      # the service
+#     source scripts/_venv.sh test    # the test tools too
+# `source` without arguments shares the caller's "$@": `./scripts/serve --port 9000` once
+# handed "--port" to pip as the name of an extra.  Anything but extras' names is refused.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${VENV:-$root/.venv}"
 python="${PYTHON:-python3}"
-extras="${venv_extras:-}"
+extras="${1-}"
+if ! [[ "$extras" =~ ^[a-z][a-z0-9_-]*(,[a-z][a-z0-9_-]*)*$ || -z "$extras" ]]; then
+  echo "scripts/_venv.sh: '$extras' is not a list of extras; source it as" \
+    "'source scripts/_venv.sh EXTRAS' (\"\" for none)" >&2
+  return 2 2>/dev/null || exit 2
+fi
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
