@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pty
 import signal
 import subprocess
 import time
@@ -128,3 +130,25 @@ def test_serve_and_ask_it_from_another_process(unused_port: int, tmp_path: Path)
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+def test_a_spinner_on_a_terminal_only(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "cycle.json", cycle_net(30))
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [*blastrate(), "solve", str(path), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=60,
+        )
+        os.close(follower)
+        shown = b""
+        with contextlib.suppress(OSError):  # EIO once the terminal has nothing more
+            while chunk := os.read(leader, 65_536):
+                shown += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == EXIT_OK
+    assert json.loads(done.stdout)["n_states"] == 496  # stdout stays clean JSON
+    assert b"solving" in shown  # the spinner, on the terminal (the path may be cut)
