@@ -4,7 +4,8 @@ Commands::
 
     blastrate rate  -C 2 -I 1 --file-size 500MB --delay 100ms   # effective bottleneck rate
     blastrate curve -C 2 -I 1 --file-size 500MB --delay 100ms -o curve.csv
-    blastrate solve net.json --max-states 500000 --timeout 120  # a general SRN
+    blastrate solve net.json --max-states 500000 --timeout 120  # a general SRN (or .pnml)
+    blastrate convert net.pnml net.json                          # nets between JSON and PNML
     blastrate serve --host 127.0.0.1 --port 8000 --workers 1     # the HTTP service
 
 Conventions every command follows (the helpers live in :mod:`app.commands.common`,
@@ -67,6 +68,7 @@ from .curve import curve
 from .rate import rate
 from .serve import serve
 from .solve import solve
+from .srn_files import convert
 
 __all__ = ["BlastrateGroup", "main"]
 
@@ -185,5 +187,6 @@ main.add_command(rate)
 main.add_command(curve)
 main.add_command(solve)
 main.add_command(serve)
+main.add_command(convert)
 # Commands of other modules plug in here, one line each, e.g.:
 # main.add_command(profiles)  # app/commands/profiles.py: list, show, put, delete

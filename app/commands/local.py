@@ -21,13 +21,41 @@ from typing import Any
 
 from .common import EXIT_INTERNAL, EXIT_MODEL, CliError, error_from_problem
 
-__all__ = ["DEFAULT_LOCAL_TIMEOUT_S", "library_errors", "progress", "run_local"]
+__all__ = [
+    "DEFAULT_LOCAL_TIMEOUT_S",
+    "Reporter",
+    "library_errors",
+    "progress",
+    "progress_text",
+    "run_local",
+]
 
 #: Wall time a local computation may take when ``--timeout`` is not given (s).
 DEFAULT_LOCAL_TIMEOUT_S = 600.0
 
 #: How often the parent looks at the pipe, the clock and the child (s).
 _POLL_S = 0.1
+
+#: What a job calls to report its progress: a dict such as ``{"stage": "solving",
+#: "states": 1200, "edges": 5000}`` (the keys of :func:`app.srn_solve.solve_srn`'s hook).
+Reporter = Callable[[dict[str, Any]], None]
+
+
+def progress_text(label: str, info: Mapping[str, Any]) -> str:
+    """The spinner's text for a progress report.
+
+    Examples
+    --------
+    >>> progress_text("solving net.json", {"stage": "solving", "states": 1200, "edges": 5000})
+    'solving net.json: solving, 1,200 states, 5,000 edges'
+    """
+    parts = [str(info["stage"])] if info.get("stage") else []
+    for key, name in (("states", "states"), ("edges", "edges"), ("iterations", "iterations")):
+        if isinstance(info.get(key), int):
+            parts.append(f"{info[key]:,} {name}")
+    if isinstance(info.get("residual"), float):
+        parts.append(f"residual {info['residual']:.1e}")
+    return f"{label}: {', '.join(parts)}" if parts else label
 
 
 @contextmanager
@@ -67,17 +95,20 @@ def progress(label: str) -> Iterator[Callable[[str], None]]:
 
 def _child_main(
     conn: multiprocessing.connection.Connection,
-    job: Callable[[Any], Any],
+    job: Callable[[Any, Reporter], Any],
     payload: Any,
     aliases: Mapping[str, str],
 ) -> None:
-    """Body of the child: run ``job(payload)``, send back the answer or the problem."""
+    """Body of the child: run ``job(payload, report)``, send back the answer or the problem."""
     # Ctrl-C in a terminal signals the whole process group; the parent decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from app.problems import FieldProblem, ProblemError, problem_from_exception
 
+    def report(info: dict[str, Any]) -> None:
+        conn.send(("progress", info))
+
     try:
-        reply: tuple[str, Any] = ("ok", job(payload))
+        reply: tuple[str, Any] = ("ok", job(payload, report))
     except MemoryError:
         reply = (
             "problem",
@@ -100,7 +131,7 @@ def _child_main(
 
 
 def run_local(
-    job: Callable[[Any], Any],
+    job: Callable[[Any, Reporter], Any],
     payload: Any,
     *,
     timeout: float,
@@ -112,8 +143,9 @@ def run_local(
     Parameters
     ----------
     job : callable
-        A function of one argument returning picklable data.  The child is forked, so
-        ``job`` and ``payload`` need not be picklable.
+        ``job(payload, report)`` returning picklable data; it may call ``report`` with
+        progress dicts (see :data:`Reporter`), shown on the spinner.  The child is
+        forked, so ``job`` and ``payload`` need not be picklable.
     payload : object
         Its argument.
     timeout : float
@@ -154,7 +186,7 @@ def run_local(
     sender.close()
     reply: tuple[str, Any] | None = None
     try:
-        with progress(label):
+        with progress(label) as show:
             while reply is None:
                 left = timeout - (time.monotonic() - started)
                 if left <= 0:
@@ -164,9 +196,14 @@ def run_local(
                     )
                 if receiver.poll(min(_POLL_S, left)):
                     try:
-                        reply = receiver.recv()
+                        message = receiver.recv()
                     except EOFError:
-                        reply = ("died", child.exitcode)
+                        child.join(timeout=1)
+                        message = ("died", child.exitcode)
+                    if message[0] == "progress":
+                        show(progress_text(label, message[1]))
+                    else:
+                        reply = message
     finally:
         if child.is_alive():
             child.kill()

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from .common import EXIT_MODEL, CliError
-from .local import DEFAULT_LOCAL_TIMEOUT_S, library_errors, run_local
+from .local import DEFAULT_LOCAL_TIMEOUT_S, Reporter, library_errors, run_local
 from .remote import DEFAULT_SERVER_TIMEOUT_S, request, server_option
 
 __all__ = ["MethodArgs", "bottleneck", "max_states_option", "method_options", "timeout_option"]
@@ -114,7 +114,7 @@ def _inputs(args: MethodArgs) -> tuple[dict[str, Any], dict[str, Any], dict[str,
     return workload, host, transfer
 
 
-def _compute(payload: dict[str, Any]) -> dict[str, Any]:
+def _compute(payload: dict[str, Any], report: Reporter) -> dict[str, Any]:
     from app.bottleneck import compute_bottleneck
 
     return compute_bottleneck(payload["inputs"], payload["options"])

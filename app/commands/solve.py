@@ -1,43 +1,21 @@
 """``blastrate solve``: a general stochastic reward net from a file, as ``POST /srn/solve``.
 
-The file is a ``POST /srn/solve`` body or a bare net, in JSON.  Other formats plug in
-through :data:`NET_LOADERS` (file suffix -> a function of the path and the file's text
-returning the request dict), so a module that reads, say, PNML adds one entry.
+The file is a ``POST /srn/solve`` body or a bare net in JSON, or a PNML net
+(:func:`app.net_files.read_net_request`).
 """
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
 
 from .common import EXIT_USAGE, CliError, json_option, json_text, write_output
-from .local import DEFAULT_LOCAL_TIMEOUT_S, run_local
+from .local import DEFAULT_LOCAL_TIMEOUT_S, Reporter, run_local
 from .method import max_states_option, timeout_option
 from .remote import DEFAULT_SERVER_TIMEOUT_S, request, server_option
 
-__all__ = ["NET_LOADERS", "read_net_request", "solve", "solve_summary"]
-
-
-def _json_request(path: str, text: str) -> dict[str, Any]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(
-            f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}", EXIT_USAGE
-        ) from None
-    if not isinstance(data, dict):
-        raise CliError(f"{path}: expected a JSON object", EXIT_USAGE)
-    return data if "net" in data else {"net": data}
-
-
-#: File suffix -> reader of (path, text) returning a ``POST /srn/solve`` body.  A file
-#: whose suffix is not listed (and stdin) is read as JSON.
-NET_LOADERS: dict[str, Callable[[str, str], dict[str, Any]]] = {".json": _json_request}
+__all__ = ["read_net_request", "solve", "solve_summary"]
 
 
 def read_net_request(path: str, analysis: str | None, times: str | None) -> dict[str, Any]:
@@ -46,20 +24,20 @@ def read_net_request(path: str, analysis: str | None, times: str | None) -> dict
     Parameters
     ----------
     path : str
-        The net file.
+        The net: JSON (a request or a bare net) or PNML (``.pnml``, ``.xml``, or text
+        starting with ``<``).
     analysis : str or None
         ``--analysis``, overriding the file's.
     times : str or None
         ``--times``: comma-separated seconds, overriding the file's.
     """
+    from app.net_files import NetFileError
+    from app.net_files import read_net_request as read_file
+
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CliError(f"{path}: {exc.strerror or exc}", EXIT_USAGE) from None
-    except UnicodeDecodeError:
-        raise CliError(f"{path}: not a UTF-8 text file", EXIT_USAGE) from None
-    loader = NET_LOADERS.get(Path(path).suffix.lower(), _json_request)
-    request_body = loader(path, text)
+        request_body = read_file(path)
+    except NetFileError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
     if analysis:
         request_body["analysis"] = analysis
     if times:
@@ -74,6 +52,7 @@ def _measure_lines(measures: dict[str, Any]) -> list[str]:
     lines = []
     for group, label in (
         ("rewards", "reward"),
+        ("accumulated_rewards", "accumulated reward over [0, t]"),
         ("probabilities", "probability"),
         ("mean_tokens", "mean tokens"),
         ("throughput", "throughput"),
@@ -108,13 +87,11 @@ def solve_summary(body: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _solve_job(payload: dict[str, Any]) -> dict[str, Any]:
+def _solve_job(payload: dict[str, Any], report: Reporter) -> dict[str, Any]:
     from app.srn_solve import SolveBudget, solve_srn
 
-    return {
-        **solve_srn(payload["request"], SolveBudget(**payload["budget"])),
-        "solved_in": "process",
-    }
+    budget = SolveBudget(**payload["budget"])
+    return {**solve_srn(payload["request"], budget, progress=report), "solved_in": "process"}
 
 
 @click.command()
@@ -138,8 +115,8 @@ def solve(
     timeout: float | None,
     max_states: int | None,
 ) -> None:
-    """Solve a general SRN: NET is a POST /srn/solve body or a bare net in JSON
-    ('-' reads stdin).
+    """Solve a general SRN: NET is a POST /srn/solve body or a bare net in JSON, or a
+    PNML net (.pnml, .xml) as PIPE and Storm write it ('-' reads stdin).
 
     A local solve runs in a child process: Ctrl-C stops it at once, and so does the
     --timeout limit.
