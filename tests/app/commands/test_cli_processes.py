@@ -48,7 +48,8 @@ def test_ctrl_c_stops_a_local_solve_at_once(tmp_path: Path) -> None:
             process.kill()
             process.wait()
     assert process.returncode == EXIT_INTERRUPTED, err
-    assert stopped_after < 3.0
+    # 0.4 s on a quiet machine; the bound leaves room for a loaded 2-core CI host.
+    assert stopped_after < 15.0
     assert out == ""
     assert err == "blastrate: interrupted\n"
     for pid in workers:  # the solver process was killed, not left burning a core
