@@ -66,7 +66,7 @@ def _table(body: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-@click.command()
+@click.command(short_help="The transfer-time curve T(B_send) as a table, CSV or JSON.")
 @method_options
 @click.option(
     "--points",

@@ -45,7 +45,7 @@ def rate_summary(body: dict[str, Any]) -> str:
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
-@click.command()
+@click.command(short_help="Effective bottleneck rate of a workload.")
 @method_options
 @json_option
 def rate(as_json: bool, **args: Any) -> None:

@@ -11,7 +11,7 @@ __all__ = ["LOG_LEVELS", "serve"]
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-@click.command()
+@click.command(short_help="Run the HTTP service.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address.")
 @click.option(
     "--port", type=click.IntRange(1, 65_535), default=8000, show_default=True, help="TCP port."

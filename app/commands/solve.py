@@ -94,7 +94,7 @@ def _solve_job(payload: dict[str, Any], report: Reporter) -> dict[str, Any]:
     return {**solve_srn(payload["request"], budget, progress=report), "solved_in": "process"}
 
 
-@click.command()
+@click.command(short_help="Solve a general SRN from a JSON or PNML file.")
 @click.argument("net", metavar="NET")
 @click.option(
     "--analysis",
