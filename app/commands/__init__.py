@@ -188,5 +188,8 @@ main.add_command(curve)
 main.add_command(solve)
 main.add_command(serve)
 main.add_command(convert)
-# Commands of other modules plug in here, one line each, e.g.:
-# main.add_command(profiles)  # app/commands/profiles.py: list, show, put, delete
+# Commands of other modules plug in here, one line each; the lead wires them in:
+# main.add_command(profiles)   # app/commands/profiles.py: list, show, put, delete
+# main.add_command(send)       # app/commands/transfer.py
+# main.add_command(receive)    # app/commands/transfer.py
+# main.add_command(calibrate)  # app/commands/host_calibrate.py
