@@ -93,6 +93,11 @@ class FieldProblemModel(ResponseModel):
     actual: float | None = Field(
         default=None, description="The value or count the request reached."
     )
+    raise_with: str | None = Field(
+        default=None,
+        description="The setting that raises the limit where the service runs, e.g. "
+        "`BLASTRATE_MAX_STATES` (null when no setting controls it).",
+    )
 
 
 class Problem(ResponseModel):
