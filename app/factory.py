@@ -15,6 +15,8 @@ from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from host.store import ProfileStore, ProfileStoreError
+
 from . import __version__
 from .cache import QueryIndex, ResultCache
 from .middleware import ServiceMiddleware
@@ -33,6 +35,7 @@ from .routes import health, planning, problem_types
 from .routes.jobs import JobService
 from .settings import Settings
 from .state import ServiceState
+from .stored_profiles import storage_problem
 
 __all__ = ["create_app"]
 
@@ -56,7 +59,8 @@ the RBUDP sending rate that minimises the transfer time, given the host's worklo
 TAGS = [
     {"name": "bottleneck", "description": "The whole method, for transfer tools."},
     {"name": "planning", "description": "Building blocks, for capacity planners."},
-    {"name": "profiles", "description": "Named host profiles."},
+    {"name": "profiles", "description": "Named host profiles: built-in and stored."},
+    {"name": "host", "description": "The live probe of the host running the service."},
     {"name": "health", "description": "Liveness, readiness, metrics."},
     {"name": "problems", "description": "Documentation of the problem types."},
 ]
@@ -118,6 +122,9 @@ def _validation_problem(exc: RequestValidationError) -> ProblemError:
             )
         )
     fields = ", ".join(e.field for e in errors[:5])
+    if any(e.get("type") == "json_invalid" for e in exc.errors()):
+        # Not a schema mismatch: the body is not JSON at all (400, not 422).
+        return ProblemError("malformed-json", "the request body is not valid JSON", errors)
     return ProblemError(
         "validation-error",
         f"{len(errors)} invalid field(s): {fields}" if errors else "invalid request",
@@ -166,7 +173,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 400 and exc.__cause__ is not None:
             # A body FastAPI could not even decode (e.g. not UTF-8): invalid JSON to us.
             problem = ProblemError(
-                "validation-error",
+                "malformed-json",
                 "the request body could not be read as JSON",
                 [FieldProblem("body", f"unreadable body: {type(exc.__cause__).__name__}")],
             )
@@ -203,6 +210,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(ValueError, on_library_error)
+
+    async def on_storage_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ProfileStoreError)
+        log.error("profile database: %s", exc)
+        return _problem_response(storage_problem(exc), request)
+
+    app.add_exception_handler(ProfileStoreError, on_storage_error)
 
 
 _VALIDATION_DESCRIPTION = "Invalid path or query parameter; `errors` names it (problem+json)."
@@ -283,26 +297,32 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         pool=SolvePool(settings.solve_workers, settings.solve_queue, metrics),
         query_index=QueryIndex({"/bottleneck-rate": "bottleneck"}, settings.cache_entries),
     )
+    state.extras["profiles"] = ProfileStore(settings.database_url)
 
     jobs = JobService(settings)
     state.extras["jobs"] = jobs
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from .live import start_probe, stop_probe
         from .warmup import compile_default_nets
 
         task: asyncio.Task[None] | None = None
         await anyio.to_thread.run_sync(jobs.start_if_configured)
         if settings.warm_up:
             task = asyncio.create_task(_warm_up(state, compile_default_nets))
+            # The probe starts once warm-up is over: both need the cores at start-up.
+            task.add_done_callback(lambda _: start_probe(state))
         else:
             state.ready = True
+            start_probe(state)
         try:
             yield
         finally:
             if task is not None and not task.done():
                 await task
             await anyio.to_thread.run_sync(state.pool.close)
+            await anyio.to_thread.run_sync(lambda: stop_probe(state))
             await anyio.to_thread.run_sync(jobs.close)
 
     app = FastAPI(
@@ -315,12 +335,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.service = state
     _install_error_handlers(app)
-    from .routes import bottleneck
+    from .routes import bottleneck, host, profiles
     from .routes import jobs as job_routes
 
     allowed: dict[str, set[str]] = {}
     for router in (
         bottleneck.router,
+        profiles.router,
+        host.router,
         planning.router,
         job_routes.router,
         health.router,

@@ -2,9 +2,10 @@
 
 A problem body always has ``type``, ``title``, ``status``, ``detail`` and ``instance``,
 plus ``request_id`` and an ``errors`` list in which each entry names the offending
-``field`` and, when a limit was reached, the ``limit``, the value ``allowed`` and the
-``actual`` value or count.  Library exceptions (``srn``, ``queues``, ``transport``) are
-translated here, so the libraries never know about HTTP.
+``field`` and, when a limit was reached, the ``limit``, the value ``allowed``, the
+``actual`` value or count, and ``raise_with``: the setting (``BLASTRATE_MAX_STATES``) that
+raises it, or null for a limit fixed by the model.  Library exceptions (``srn``,
+``queues``, ``transport``) are translated here, so the libraries never know about HTTP.
 
 Problem types are relative URIs ``/problems/<slug>``; ``GET /problems/{slug}`` describes
 each one.
@@ -13,9 +14,10 @@ each one.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -35,6 +37,8 @@ __all__ = [
     "FieldProblem",
     "ProblemError",
     "ProblemType",
+    "limit_setting",
+    "only_sent_fields",
     "problem_body",
     "problem_bytes",
     "problem_from_exception",
@@ -108,8 +112,17 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "A service limit was reached",
             "The model or the request needs more than a configured limit allows: states, "
             "expression length, solve wall time, rates per request... The `errors` entry "
-            "names the limit, the value allowed and the actual value.",
+            "names the limit, the value allowed, the actual value and, in `raise_with`, "
+            "the setting that raises it.",
             3,
+        ),
+        ProblemType(
+            "malformed-json",
+            400,
+            "The request body is not valid JSON",
+            "The body could not be parsed as JSON (a syntax error, or bytes that are not "
+            "UTF-8); the `errors` entry gives the position when known.",
+            2,
         ),
         ProblemType(
             "body-too-large",
@@ -163,6 +176,38 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             4,
         ),
         ProblemType(
+            "profile-read-only",
+            409,
+            "Built-in profiles cannot be changed",
+            "The built-in host profiles (the paper's figures) are read-only; store your "
+            "values under another name.",
+            2,
+        ),
+        ProblemType(
+            "probe-disabled",
+            404,
+            "The live probe is disabled",
+            "This service does not probe its host (setting `probe_enabled` is false), so it "
+            "has no live workload to report or compute from.",
+            2,
+        ),
+        ProblemType(
+            "probe-unavailable",
+            503,
+            "No live probe of this host",
+            "The live probe has not finished its first sampling window yet (retry after "
+            "`Retry-After` seconds), or it failed.",
+            4,
+        ),
+        ProblemType(
+            "storage-unavailable",
+            503,
+            "The profile database is unavailable",
+            "The database of stored host profiles could not be read or written; retry "
+            "after `Retry-After` seconds.",
+            5,
+        ),
+        ProblemType(
             "internal-error",
             500,
             "Internal error",
@@ -178,6 +223,23 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
         ),
     )
 }
+
+
+def limit_setting(limit: str | None) -> str | None:
+    """The environment variable that raises ``limit``, or None for a fixed limit.
+
+    Examples
+    --------
+    >>> limit_setting("max_states")
+    'BLASTRATE_MAX_STATES'
+    >>> limit_setting("max_tasks") is None
+    True
+    """
+    from .settings import Settings
+
+    if limit is None or limit not in Settings.model_fields:
+        return None
+    return "BLASTRATE_" + limit.upper()
 
 
 @dataclass(frozen=True)
@@ -208,6 +270,7 @@ class FieldProblem:
             out["limit"] = self.limit
             out["allowed"] = _json_number(self.allowed)
             out["actual"] = _json_number(self.actual)
+            out["raise_with"] = limit_setting(self.limit)
         return out
 
 
@@ -266,11 +329,57 @@ class ProblemError(Exception):
             title=self.title,
         )
 
+    def restricted_to(
+        self, sent: Collection[str], related: Mapping[str, Sequence[str]] | None = None
+    ) -> ProblemError:
+        """This problem with only the entries that name a field the client sent.
+
+        A library failure is reported under the library's own parameter name, mapped to
+        the API's; when the mapping leads to a field the request did not contain (an
+        internal quantity such as the arrival rate, or a profile value the client never
+        overrode), the entry is dropped rather than blame a field the client never saw.
+        The reasons stay in ``detail``.
+
+        Parameters
+        ----------
+        sent : collection of str
+            Dotted locations present in the request (``query.line_rate``,
+            ``body.host.buffer_packets``); an entry naming a location inside one of them,
+            or one that contains one of them, is kept.
+        related : dict of str to list of str, optional
+            Last component of a field -> the inputs that share the blame (for example
+            ``coalesce_packets`` -> ``buffer_packets``: a batch larger than the buffer is
+            as much the buffer's fault).  An entry about a field not sent is moved to
+            those of its related fields that were sent, with the same reason.
+        """
+        if all(_is_sent(e.field, sent) for e in self.errors):
+            return self
+        kept: list[FieldProblem] = []
+        detail = self.detail
+        for entry in self.errors:
+            if _is_sent(entry.field, sent):
+                kept.append(entry)
+                continue
+            head, _, last = entry.field.rpartition(".")
+            moved = [
+                dataclasses.replace(entry, field=f"{head}.{other}" if head else other)
+                for other in (related or {}).get(last, ())
+            ]
+            kept.extend(e for e in moved if _is_sent(e.field, sent) and e not in kept)
+            detail = detail.replace(entry.field + ": ", "")
+        problem = ProblemError(
+            self.slug, detail, kept, status=self.status, title=self.title, headers=self.headers
+        )
+        return problem
+
     @classmethod
     def from_dict(cls, body: Mapping[str, Any]) -> ProblemError:
         """Rebuild a problem from :meth:`to_dict` output (e.g. sent back by a worker)."""
         slug = str(body["type"]).rsplit("/", 1)[-1]
-        errors = [FieldProblem(**e) for e in body.get("errors", [])]
+        errors = [
+            FieldProblem(**{k: v for k, v in e.items() if k != "raise_with"})
+            for e in body.get("errors", [])
+        ]
         return cls(
             slug if slug in PROBLEM_TYPES else "internal-error",
             str(body.get("detail", "")),
@@ -407,6 +516,32 @@ def translated_errors(aliases: Mapping[str, str] | None = None, prefix: str = ""
         if problem is None:
             raise
         raise problem from exc
+
+
+def _is_sent(field: str, sent: Collection[str]) -> bool:
+    if field in sent:
+        return True
+    return any(
+        field.startswith((s + ".", s + "[")) or s.startswith((field + ".", field + "["))
+        for s in sent
+    )
+
+
+@contextmanager
+def only_sent_fields(
+    sent: Collection[str], related: Mapping[str, Sequence[str]] | None = None
+) -> Iterator[None]:
+    """Restrict the problems raised inside the block to the fields the client sent.
+
+    See :meth:`ProblemError.restricted_to`.
+    """
+    try:
+        yield
+    except ProblemError as exc:
+        restricted = exc.restricted_to(sent, related)
+        if restricted is exc:
+            raise
+        raise restricted from exc
 
 
 def status_phrase(status: int) -> str:

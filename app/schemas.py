@@ -15,24 +15,27 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 __all__ = [
     "BottleneckQuery",
     "BottleneckRateRequest",
     "BottleneckRateResult",
     "HostOverrides",
+    "HostProbeResult",
     "HostProfileModel",
     "JobProgress",
     "NicQueueRequest",
     "NicQueueResult",
     "Problem",
+    "ProfileBody",
     "ServiceTimeRequest",
     "ServiceTimeResult",
     "SrnJob",
     "SrnReward",
     "SrnSolveRequest",
     "SrnSolveResult",
+    "StoredProfileModel",
     "TransferRequest",
     "TransferTimeRequest",
     "TransferTimeResult",
@@ -57,6 +60,8 @@ MAX_EXPRESSION_CHARS = 10_000
 MAX_NAME_CHARS = 128
 
 Rate = Annotated[float, Field(ge=MIN_RATE, le=MAX_RATE)]
+#: A JSON boolean: only ``true`` or ``false`` (not 0, 1, "yes"...).
+Flag = StrictBool
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 Expression = Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION_CHARS)]
 
@@ -88,6 +93,11 @@ class FieldProblemModel(ResponseModel):
     actual: float | None = Field(
         default=None, description="The value or count the request reached."
     )
+    raise_with: str | None = Field(
+        default=None,
+        description="The setting that raises the limit where the service runs, e.g. "
+        "`BLASTRATE_MAX_STATES` (null when no setting controls it).",
+    )
 
 
 class Problem(ResponseModel):
@@ -116,7 +126,7 @@ class ProblemTypeModel(ResponseModel):
 
 
 class WorkloadModel(RequestModel):
-    """The receiving host's workload (SPEC sections 1 and 2)."""
+    """The receiving host's workload (docs/conventions.md §1-§2)."""
 
     model_config = ConfigDict(
         json_schema_extra={"examples": [{"cpu_tasks": 2, "io_tasks": 1, "cores": 1, "disks": 1}]}
@@ -182,15 +192,34 @@ class BottleneckQuery(BaseModel):
 
     The route validates the whole query with this one model (pydantic's lax mode turns
     ``"2"`` into 2, as FastAPI does for a declared query parameter) and documents each
-    field as a query parameter (:func:`query_parameters`).  Unknown parameters are
-    ignored; of a repeated one, the last value counts.
+    field as a query parameter (:func:`query_parameters`).  Unknown and repeated
+    parameters are refused (:func:`app.routes.common.strict_query`), as the unknown
+    fields of a POST body are: a misspelt override must not be answered with the
+    default.  Units follow docs/conventions.md.
     """
 
-    # Not a RequestModel: as with FastAPI's declared query parameters, unknown names are
-    # ignored (a transfer tool may add its own), and infinities fail the bounds instead.
+    # Not a RequestModel: infinities fail the bounds instead of allow_inf_nan.
+    model_config = ConfigDict(extra="forbid")
 
-    cpu_tasks: int = Field(ge=0, le=MAX_TASKS, description="C, CPU-bound tasks.", examples=[2])
-    io_tasks: int = Field(ge=0, le=MAX_TASKS, description="I, I/O-bound tasks.", examples=[1])
+    cpu_tasks: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_TASKS,
+        description="C, CPU-bound tasks (required unless `workload=live`).",
+        examples=[2],
+    )
+    io_tasks: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_TASKS,
+        description="I, I/O-bound tasks (required unless `workload=live`).",
+        examples=[1],
+    )
+    workload: Literal["given", "live"] = Field(
+        default="given",
+        description="`live`: C, I, m and d (and the NIC values it could read) from the "
+        "live probe of the host running the service; explicit parameters override.",
+    )
     file_size: str = Field(
         min_length=1, max_length=64, description=f"File size: {_SIZE_DOC}.", examples=["500MB"]
     )
@@ -295,14 +324,14 @@ class BottleneckRateRequest(RequestModel):
         description="NIC service-time model: the paper's exponential approximation with "
         "rate 1/E[S], or the full phase-type distribution.",
     )
-    include_curve: bool = Field(default=False, description="Return the curve T(B_send).")
+    include_curve: Flag = Field(default=False, description="Return the curve T(B_send).")
     curve_points: int = Field(
         default=200,
         ge=2,
         le=MAX_LIST,
         description="Points of the curve (also scanned by the search).",
     )
-    include_service_time: bool = Field(
+    include_service_time: Flag = Field(
         default=False,
         description="Return the interrupt service-time distribution (CDF, quantiles).",
     )
@@ -377,6 +406,12 @@ class BottleneckRateResult(ResponseModel):
     interrupt_service_rate_per_s: float
     limited_by: Literal["end-system", "line-rate"]
     rounds: int = Field(description="ceil(N_resend) + 1 at the chosen rate.")
+    workload_source: Literal["live"] | None = Field(
+        default=None, description="`live` when the workload came from the live probe."
+    )
+    probe: HostProbeResult | None = Field(
+        default=None, description="The live probe the workload came from."
+    )
     inputs: BottleneckInputs
     curve: CurveModel | None = None
     service_time: ServiceTimeSummary | None = None
@@ -398,9 +433,83 @@ class HostProfileModel(ResponseModel):
     packet_payload_bytes: int
 
 
+class StoredProfileModel(HostProfileModel):
+    """A host profile with what the store knows about it."""
+
+    built_in: bool = Field(description="True for the read-only built-in profiles.")
+    provenance: dict[str, Any] | None = Field(
+        default=None, description="Where a stored profile's values came from."
+    )
+    updated_at: str | None = Field(
+        default=None, description="When a stored profile was last written (ISO 8601, UTC)."
+    )
+
+
 class ProfileList(ResponseModel):
     default: str
-    profiles: list[HostProfileModel]
+    profiles: list[StoredProfileModel]
+
+
+class ProfileBody(RequestModel):
+    """A host profile to store: every value in SI units, and optionally its provenance."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "mu_io_cpu": 5200.0,
+                    "mu_disk": 1500.0,
+                    "mu_net": 83000.0,
+                    "buffer_packets": 512,
+                    "coalesce_packets": 32,
+                    "line_rate_bps": 10e9,
+                    "packet_payload_bytes": 8968,
+                    "provenance": {"host": "rx-7", "method": "blastrate calibrate"},
+                }
+            ]
+        }
+    )
+
+    name: Name | None = Field(
+        default=None, description="If given, must equal the name in the path."
+    )
+    mu_io_cpu: Rate = Field(description="Processor-to-disk move rate of an I/O task (1/s).")
+    mu_disk: Rate = Field(description="Disk service rate per busy disk (1/s).")
+    mu_net: Rate = Field(description="Interrupt service rate alone on a core (1/s).")
+    buffer_packets: int = Field(ge=1, le=MAX_PACKETS, description="NIC buffer K (packets).")
+    coalesce_packets: int = Field(ge=1, le=MAX_PACKETS, description="Coalescing N (packets).")
+    line_rate_bps: float = Field(ge=MIN_BIT_RATE, le=MAX_LINE_RATE, description="bit/s.")
+    packet_payload_bytes: int = Field(ge=1, le=65_535, description="S_pkt (bytes).")
+    provenance: dict[str, Any] | None = Field(
+        default=None, description="Where the values came from (a JSON object, <= 64 kB)."
+    )
+
+
+# -- the live probe ------------------------------------------------------------------------
+
+
+class ProbeReading(ResponseModel):
+    """One probed value and where it came from."""
+
+    value: Any = Field(description="The value, or the default used when unread.")
+    source: str = Field(description="File, call or command read, or `default: <name>`.")
+    unread: str | None = Field(default=None, description="Why the value could not be read.")
+
+
+class HostProbeResult(ResponseModel):
+    """One window of the live probe (extra members: CPU, block devices, tasks)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    workload: dict[str, ProbeReading] = Field(
+        description="`cpu_tasks`, `io_tasks`, `cores`, `disks`."
+    )
+    nic: dict[str, ProbeReading] = Field(
+        description="`interface`, `line_rate_bps`, `mtu_bytes`, `packet_payload_bytes`, "
+        "`buffer_packets`, `coalesce_packets`."
+    )
+    window_s: float = Field(description="Length of the sampling window (s).")
+    taken_at: str = Field(description="End of the window (ISO 8601, UTC).")
 
 
 # -- service time --------------------------------------------------------------------------
@@ -436,7 +545,7 @@ class ServiceTimeRequest(RequestModel):
     quantiles: list[Annotated[float, Field(gt=0, lt=1)]] = Field(
         default_factory=lambda: [0.5, 0.9, 0.99], max_length=100
     )
-    include_phase_type: bool = Field(default=False, description="Return the pair (alpha, T).")
+    include_phase_type: Flag = Field(default=False, description="Return the pair (alpha, T).")
 
 
 class SparseMatrixModel(ResponseModel):
@@ -471,7 +580,7 @@ class ServiceTimeInputs(ResponseModel):
 
 
 class ServiceTimeResult(ResponseModel):
-    """The interrupt service time of one network interrupt (SPEC section 2)."""
+    """The interrupt service time of one network interrupt (docs/conventions.md §2)."""
 
     mean_s: float
     variance_s2: float
@@ -541,7 +650,7 @@ class NicQueueRequest(RequestModel):
         default=None, ge=1, le=MAX_PACKETS, description="a of the general bulk rule [a, b]."
     )
     packet_payload_bytes: int = Field(default=1468, ge=1, le=MAX_PAYLOAD_BYTES)
-    include_distribution: bool = Field(
+    include_distribution: Flag = Field(
         default=False, description="Return P(n) for n = 0..K per rate."
     )
 
@@ -643,7 +752,7 @@ class TransferTimeRequest(RequestModel):
     )
     curve_points: int = Field(default=200, ge=2, le=MAX_LIST)
     loss_model: LossModel
-    find_optimum: bool = Field(
+    find_optimum: Flag = Field(
         default=True, description="Also search the effective bottleneck rate."
     )
 
@@ -747,8 +856,8 @@ class SrnMeasures(RequestModel):
     probabilities: dict[Name, Expression] = Field(
         default_factory=dict, description="Name -> condition on the marking."
     )
-    mean_tokens: bool = True
-    throughput: bool = True
+    mean_tokens: Flag = True
+    throughput: Flag = True
 
 
 SRN_EXAMPLE: dict[str, Any] = {
@@ -802,7 +911,7 @@ class SrnSolveRequest(RequestModel):
     )
     grid_points: int = Field(default=101, ge=2, le=MAX_LIST)
     measures: SrnMeasures = Field(default_factory=SrnMeasures)
-    include_distribution: bool = Field(
+    include_distribution: Flag = Field(
         default=False, description="Return the markings and their probabilities (small chains)."
     )
 
