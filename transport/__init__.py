@@ -31,30 +31,36 @@ rounds = ceil(N_resend) + 1, loss >= 1 never completes (``completes`` False, ``N
 ``to_dict()``), and the search is a deterministic global scan plus refinement to 0.1 Mbps.
 """
 
-from .bottleneck import BottleneckRate, LossFunction, TransferCurve, effective_bottleneck_rate
+from .bottleneck import MAX_CURVE_POINTS, BottleneckRate, LossFunction, effective_bottleneck_rate
+from .curve import TransferCurve
 from .errors import NoCompletingRateError, TransportParameterError
 from .pipeline import NicService, PipelineResult, workload_bottleneck_rate
 from .rbudp import (
     DEFAULT_HEADER_BYTES,
     DEFAULT_PACKET_PAYLOAD_BYTES,
+    TransferTerms,
     TransferTime,
     total_size_bytes,
     transfer_time,
+    transfer_time_terms,
 )
 
 __all__ = [
     "DEFAULT_HEADER_BYTES",
     "DEFAULT_PACKET_PAYLOAD_BYTES",
+    "MAX_CURVE_POINTS",
     "BottleneckRate",
     "LossFunction",
     "NicService",
     "NoCompletingRateError",
     "PipelineResult",
     "TransferCurve",
+    "TransferTerms",
     "TransferTime",
     "TransportParameterError",
     "effective_bottleneck_rate",
     "total_size_bytes",
     "transfer_time",
+    "transfer_time_terms",
     "workload_bottleneck_rate",
 ]
