@@ -28,7 +28,7 @@ _MAX_SPEC_CHARS = 2_000
 
 def _range_length(start: float, stop: float, step: float) -> int:
     # A relative slack so that 0.1..0.3:0.1 keeps 0.3 despite rounding.
-    return int(math.floor((stop - start) / step * (1 + 1e-12) + 1e-9)) + 1
+    return math.floor((stop - start) / step * (1 + 1e-12) + 1e-9) + 1
 
 
 def axis_values(

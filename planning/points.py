@@ -10,7 +10,7 @@ values and validates everything without solving; :func:`evaluate_point` solves.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import queues
@@ -24,6 +24,8 @@ __all__ = [
     "RESULT_FIELDS",
     "evaluate_point",
     "evaluate_points",
+    "input_name",
+    "point_objects",
     "resolve_point",
     "solve_point",
 ]
@@ -95,7 +97,7 @@ def input_name(library_field: str) -> str:
 
 def _translate(exc: Exception) -> PlanningError:
     if isinstance(exc, WorkloadError):
-        field = exc.field
+        field = exc.field or "inputs"
         limit = getattr(exc, "limit", None)
         return PlanningError(
             input_name(field),
@@ -177,7 +179,8 @@ def resolve_point(point: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _objects(resolved: Mapping[str, Any]) -> tuple[Workload, HostProfile]:
+def point_objects(resolved: Mapping[str, Any]) -> tuple[Workload, HostProfile]:
+    """The workload and host profile of a resolved point (see :func:`resolve_point`)."""
     workload = Workload(
         resolved["cpu_tasks"], resolved["io_tasks"], resolved["cores"], resolved["disks"]
     )
@@ -212,7 +215,7 @@ def solve_point(
     PlanningError
         Naming the input at fault; ``field="loss"`` when no rate lets the transfer finish.
     """
-    workload, profile = _objects(resolved)
+    workload, profile = point_objects(resolved)
     try:
         return transport.workload_bottleneck_rate(
             workload,
@@ -273,7 +276,7 @@ def evaluate_point(point: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def evaluate_points(points: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def evaluate_points(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """:func:`evaluate_point` on each point, in order: the unit of work of a sweep task.
 
     Points that share (I, d) reuse the compiled nets cached in the worker, so a batch

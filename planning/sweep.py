@@ -210,7 +210,9 @@ def _run_dask(
     try:
         client = Client(cluster, timeout=10, set_as_default=False) if own else cluster
     except OSError as exc:
-        raise PlanningError("cluster", f"cannot reach the Dask scheduler {cluster!r}: {exc}")
+        raise PlanningError(
+            "cluster", f"cannot reach the Dask scheduler {cluster!r}: {exc}"
+        ) from None
     try:
         workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
         futures = client.map(evaluate_points, batches, pure=False)
