@@ -29,7 +29,7 @@ from .problems import (
     problem_from_exception,
     status_phrase,
 )
-from .routes import health, planning, problem_types
+from .routes import health, page, planning, plots, problem_types, sweeps, what_if
 from .settings import Settings
 from .state import ServiceState
 
@@ -55,6 +55,7 @@ the RBUDP sending rate that minimises the transfer time, given the host's worklo
 TAGS = [
     {"name": "bottleneck", "description": "The whole method, for transfer tools."},
     {"name": "planning", "description": "Building blocks, for capacity planners."},
+    {"name": "plots", "description": "Figures as SVG or PNG, for planners."},
     {"name": "profiles", "description": "Named host profiles."},
     {"name": "health", "description": "Liveness, readiness, metrics."},
     {"name": "problems", "description": "Documentation of the problem types."},
@@ -315,6 +316,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (
         bottleneck.router,
         planning.router,
+        sweeps.router,
+        what_if.router,
+        plots.router,
+        page.router,
         health.router,
         problem_types.router,
     ):

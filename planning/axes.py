@@ -34,7 +34,7 @@ def _range_length(start: float, stop: float, step: float) -> int:
 def axis_values(
     field: str,
     spec: str | float | int | Sequence[Any],
-    parse: ValueParser | None = None,
+    parse: ValueParser | type[str] | None = None,
     *,
     integer: bool = False,
     max_values: int = 100_000,
@@ -77,7 +77,7 @@ def axis_values(
     >>> axis_values("cores", "1,2,4,8", integer=True)
     [1, 2, 4, 8]
     """
-    parser: ValueParser = parse or (lambda text, _field: float(text))
+    parser: Any = parse or (lambda text, _field: float(text))
     items: list[Any]
     if isinstance(spec, bool):
         raise PlanningError(field, f"expected a number or a range, got {spec!r}")

@@ -21,7 +21,9 @@ import itertools
 import math
 import multiprocessing
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -184,25 +186,43 @@ def plan_batches(
     return [order[k : k + size] for k in range(0, n, size)]
 
 
+def _too_slow(timeout_s: float) -> PlanningError:
+    return PlanningError(
+        "points",
+        f"the sweep did not finish within timeout_s={timeout_s:g} s; sweep fewer points",
+        limit="timeout_s",
+        maximum=timeout_s,
+    )
+
+
 def _run_processes(
-    batches: list[list[dict[str, Any]]], workers: int, done: Callable[[int, Any], None]
+    batches: list[list[dict[str, Any]]],
+    workers: int,
+    done: Callable[[int, Any], None],
+    timeout_s: float | None,
 ) -> None:
     # spawn, not fork: a fork of a threaded server (uvicorn, a Dask client) can inherit a
     # lock held by another thread.
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=context)
+    try:
         futures = {pool.submit(evaluate_points, b): k for k, b in enumerate(batches)}
-        try:
-            for future in concurrent.futures.as_completed(futures):
-                done(futures[future], future.result())
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+        for future in concurrent.futures.as_completed(futures, timeout=timeout_s):
+            done(futures[future], future.result())
+    except concurrent.futures.TimeoutError:
+        raise _too_slow(timeout_s or 0.0) from None
+    except BrokenProcessPool as exc:
+        raise RuntimeError(f"a sweep worker process died: {exc}") from exc
+    finally:
+        # Queued batches are dropped; running ones finish their current batch and exit.
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _run_dask(
-    batches: list[list[dict[str, Any]]], cluster: Any, done: Callable[[int, Any], None]
+    batches: list[list[dict[str, Any]]],
+    cluster: Any,
+    done: Callable[[int, Any], None],
+    timeout_s: float | None,
 ) -> int:
     from distributed import Client, as_completed
 
@@ -217,9 +237,12 @@ def _run_dask(
         workers = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
         futures = client.map(evaluate_points, batches, pure=False)
         index = {f.key: k for k, f in enumerate(futures)}
+        start = time.monotonic()
         try:
             for future in as_completed(futures):
                 done(index[future.key], future.result())
+                if timeout_s is not None and time.monotonic() - start > timeout_s:
+                    raise _too_slow(timeout_s)
         except BaseException:
             client.cancel(futures)
             raise
@@ -239,6 +262,7 @@ def run_sweep(
     inline: bool = False,
     batch_size: int | None = None,
     progress: Progress | None = None,
+    timeout_s: float | None = None,
 ) -> SweepResult:
     """Evaluate every point of a sweep, on a local process pool or a Dask cluster.
 
@@ -262,6 +286,9 @@ def run_sweep(
         Points per task (see :func:`plan_batches`).
     progress : callable, optional
         ``progress(points_done, points_total)`` after each batch.
+    timeout_s : float, optional
+        Wall time (s) after which the sweep stops with :class:`PlanningError`
+        (``limit="timeout_s"``); checked as batches complete.
 
     Returns
     -------
@@ -302,12 +329,15 @@ def run_sweep(
             progress(finished, total)
 
     if ran_on == "dask":
-        n_workers = _run_dask(batches, cluster, done)
+        n_workers = _run_dask(batches, cluster, done, timeout_s)
     elif ran_on == "processes" and total > 0:
-        _run_processes(batches, min(n_workers, len(batches)), done)
+        _run_processes(batches, min(n_workers, len(batches)), done, timeout_s)
     else:
+        start = time.monotonic()
         for k, batch in enumerate(batches):
             done(k, evaluate_points(batch))
+            if timeout_s is not None and time.monotonic() - start > timeout_s:
+                raise _too_slow(timeout_s)
     return SweepResult(
         axes={k: list(v) for k, v in axes.items()},
         records=[r for r in records if r is not None],
