@@ -178,7 +178,7 @@ async function whatIf(event) {
   }
   const table = document.createElement("table");
   table.id = "whatif-table";
-  table.innerHTML = "<thead><tr><th>Change</th><th>Rate</th><th>Time</th><th>Saved</th></tr></thead>";
+  table.innerHTML = "<thead><tr><th>Change</th><th>Rate</th><th>Transfer time</th><th>Effect</th></tr></thead>";
   const tbody = document.createElement("tbody");
   for (const c of result.changes) {
     const tr = document.createElement("tr");
@@ -186,8 +186,12 @@ async function whatIf(event) {
     tr.appendChild(cell(c.error ? "–" : fmtRate(c.effective_bottleneck_rate_bps), "num"));
     tr.appendChild(cell(c.error ? "never completes" : fmtTime(c.transfer_time_s), "num"));
     const saved = c.time_saved_s;
-    tr.appendChild(cell(saved === null ? "" : (saved >= 0 ? "−" : "+") + fmtTime(Math.abs(saved)),
-      "num " + (saved > 0 ? "gain" : saved < 0 ? "loss" : "")));
+    let text = "";
+    if (saved !== null) {
+      text = Math.abs(saved) < 1e-3 ? "no change"
+        : fmtTime(Math.abs(saved)) + (saved > 0 ? " faster" : " slower");
+    }
+    tr.appendChild(cell(text, "num " + (saved > 1e-3 ? "gain" : saved < -1e-3 ? "loss" : "")));
     tbody.appendChild(tr);
   }
   table.appendChild(tbody);
