@@ -31,7 +31,9 @@ from host import InterruptServiceTime
 from .errors import PlanningError
 
 __all__ = [
+    "OPTIMUM_ID",
     "PLOT_FORMATS",
+    "curve_figure",
     "loss_figure",
     "render",
     "service_time_figure",
@@ -110,7 +112,7 @@ def _mark_optimum(ax: Any, x: float, y: float, label: str) -> None:
 
 
 def transfer_time_figure(best: transport.BottleneckRate, *, title: str | None = None) -> Figure:
-    """Transfer time T against the sending rate, the optimum marked (the paper's Fig. 4).
+    """Transfer time against the sending rate, the optimum marked (the paper's Fig. 4).
 
     Parameters
     ----------
@@ -125,24 +127,55 @@ def transfer_time_figure(best: transport.BottleneckRate, *, title: str | None = 
     Figure
     """
     curve = best.curve
+    ok = curve.completes
+    return curve_figure(
+        curve.send_rate_bps[ok],
+        curve.total_s[ok],
+        optimum=(best.rate_bps, best.transfer_time_s),
+        line_rate_bps=best.line_rate_bps,
+        title=title,
+    )
+
+
+def curve_figure(
+    send_rate_bps: Any,
+    total_s: Any,
+    *,
+    optimum: tuple[float, float],
+    line_rate_bps: float,
+    title: str | None = None,
+) -> Figure:
+    """T(B_send) from plain arrays (e.g. a ``/bottleneck-rate`` answer's ``curve``).
+
+    Parameters
+    ----------
+    send_rate_bps, total_s : array_like
+        Sending rates (bit/s) and transfer times (s) of the completing points.
+    optimum : (float, float)
+        The effective bottleneck rate (bit/s) and T there (s), marked with a star whose
+        SVG id is ``optimum``.
+    line_rate_bps : float
+        Right end of the rate axis (bit/s).
+    title : str, optional
+        Figure title.
+
+    Returns
+    -------
+    Figure
+    """
+    rates = np.asarray(send_rate_bps, dtype=float)
+    times = np.asarray(total_s, dtype=float)
+    rate, time = optimum
     fig = _figure()
     ax = fig.add_subplot()
-    ok = curve.completes
-    ax.plot(
-        curve.send_rate_bps[ok] * 1e-6,
-        curve.total_s[ok],
-        color=_COLORS[0],
-        lw=1.6,
-        label="transfer time T",
-    )
-    label = f"optimum {best.rate_bps * 1e-6:.1f} Mbit/s, {best.transfer_time_s:.3g} s"
-    _mark_optimum(ax, best.rate_bps * 1e-6, best.transfer_time_s, label)
-    finite = curve.total_s[ok]
-    if finite.size:
+    ax.plot(rates * 1e-6, times, color=_COLORS[0], lw=1.6, label="transfer time T")
+    label = f"optimum {rate * 1e-6:.1f} Mbit/s, {time:.3g} s"
+    _mark_optimum(ax, rate * 1e-6, time, label)
+    if times.size:
         # The slowest rates take far longer than the interesting part: clip the view.
-        top = min(float(finite.max()), 4.0 * best.transfer_time_s)
-        ax.set_ylim(0.0, top * 1.05)
-    ax.set_xlim(0.0, best.line_rate_bps * 1e-6)
+        top = min(float(times.max()), 4.0 * time)
+        ax.set_ylim(0.0, max(top, time) * 1.05)
+    ax.set_xlim(0.0, line_rate_bps * 1e-6)
     ax.set_xlabel("sending rate (Mbit/s)")
     ax.set_ylabel("transfer time (s)")
     ax.set_title(title or "Transfer time against sending rate")
