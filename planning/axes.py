@@ -27,8 +27,11 @@ _MAX_SPEC_CHARS = 2_000
 
 
 def _range_length(start: float, stop: float, step: float) -> int:
-    # A relative slack so that 0.1..0.3:0.1 keeps 0.3 despite rounding.
-    return math.floor((stop - start) / step * (1 + 1e-12) + 1e-9) + 1
+    if isinstance(start, int) and isinstance(stop, int) and isinstance(step, int):
+        return (stop - start) // step + 1  # exact for whole inputs of any size
+    # A small absolute slack on the quotient so that 0.1..0.3:0.1 keeps 0.3 despite
+    # rounding (the quotient is at most max_values when the range is accepted).
+    return math.floor((stop - start) / step + 1e-9) + 1
 
 
 def axis_values(

@@ -223,12 +223,15 @@ def _run_dask(
     cluster: Any,
     done: Callable[[int, Any], None],
     timeout_s: float | None,
+    connect_timeout_s: float,
 ) -> int:
     from distributed import Client, as_completed
 
     own = isinstance(cluster, str)
     try:
-        client = Client(cluster, timeout=10, set_as_default=False) if own else cluster
+        client = (
+            Client(cluster, timeout=connect_timeout_s, set_as_default=False) if own else cluster
+        )
     except OSError as exc:
         raise PlanningError(
             "cluster", f"cannot reach the Dask scheduler {cluster!r}: {exc}"
@@ -263,6 +266,7 @@ def run_sweep(
     batch_size: int | None = None,
     progress: Progress | None = None,
     timeout_s: float | None = None,
+    connect_timeout_s: float = 10.0,
 ) -> SweepResult:
     """Evaluate every point of a sweep, on a local process pool or a Dask cluster.
 
@@ -289,6 +293,8 @@ def run_sweep(
     timeout_s : float, optional
         Wall time (s) after which the sweep stops with :class:`PlanningError`
         (``limit="timeout_s"``); checked as batches complete.
+    connect_timeout_s : float, default 10
+        Wall time (s) allowed to connect to a Dask scheduler given by address.
 
     Returns
     -------
@@ -329,7 +335,7 @@ def run_sweep(
             progress(finished, total)
 
     if ran_on == "dask":
-        n_workers = _run_dask(batches, cluster, done, timeout_s)
+        n_workers = _run_dask(batches, cluster, done, timeout_s, connect_timeout_s)
     elif ran_on == "processes" and total > 0:
         _run_processes(batches, min(n_workers, len(batches)), done, timeout_s)
     else:
