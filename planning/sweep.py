@@ -225,13 +225,16 @@ def _run_dask(
     timeout_s: float | None,
     connect_timeout_s: float,
 ) -> int:
+    import dask.config
     from distributed import Client, as_completed
 
     own = isinstance(cluster, str)
     try:
-        client = (
-            Client(cluster, timeout=connect_timeout_s, set_as_default=False) if own else cluster
-        )
+        # The comm timeout bounds each connection attempt; Client's own bounds the retries.
+        with dask.config.set({"distributed.comm.timeouts.connect": f"{connect_timeout_s}s"}):
+            client = (
+                Client(cluster, timeout=connect_timeout_s, set_as_default=False) if own else cluster
+            )
     except OSError as exc:
         raise PlanningError(
             "cluster", f"cannot reach the Dask scheduler {cluster!r}: {exc}"

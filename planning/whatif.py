@@ -287,6 +287,8 @@ def what_if(
     >>> w.changes[0]["time_saved_s"] > 0
     True
     """
+    if not (0.0 < step <= 1.0):
+        raise PlanningError("step", f"must be in (0, 1], got {step!r}")
     if not _INTERFACE.match(interface):
         raise PlanningError("interface", "1-15 letters, digits or _ . : - (a Linux name)")
     if isinstance(max_buffer_packets, bool) or not isinstance(max_buffer_packets, int):
