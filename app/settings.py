@@ -116,6 +116,9 @@ class Settings(BaseSettings):
         description="Dask scheduler address (tcp://HOST:8786) that runs large sweeps; "
         "unset: a local process pool.",
     )
+    sweep_connect_timeout_s: float = Field(
+        default=10.0, gt=0, description="Wall time to connect to the Dask scheduler (s)."
+    )
     sweep_timeout_s: float = Field(
         default=300.0, gt=0, description="Wall time one sweep may take (s)."
     )

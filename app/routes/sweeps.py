@@ -49,7 +49,13 @@ def _run(settings: Settings, base: dict[str, Any], axes: dict[str, list[Any]]) -
     if n <= settings.sweep_inline_points:
         return run_sweep(base, axes, inline=True, **options)
     if settings.sweep_cluster:
-        return run_sweep(base, axes, cluster=settings.sweep_cluster, **options)
+        return run_sweep(
+            base,
+            axes,
+            cluster=settings.sweep_cluster,
+            connect_timeout_s=settings.sweep_connect_timeout_s,
+            **options,
+        )
     return run_sweep(base, axes, workers=settings.sweep_workers, **options)
 
 
