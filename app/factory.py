@@ -30,6 +30,7 @@ from .problems import (
     status_phrase,
 )
 from .routes import health, page, planning, plots, problem_types, sweeps, what_if
+from .routes.jobs import JobService
 from .settings import Settings
 from .state import ServiceState
 
@@ -284,11 +285,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         query_index=QueryIndex({"/bottleneck-rate": "bottleneck"}, settings.cache_entries),
     )
 
+    jobs = JobService(settings)
+    state.extras["jobs"] = jobs
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from .warmup import compile_default_nets
 
         task: asyncio.Task[None] | None = None
+        await anyio.to_thread.run_sync(jobs.start_if_configured)
         if settings.warm_up:
             task = asyncio.create_task(_warm_up(state, compile_default_nets))
         else:
@@ -299,6 +304,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if task is not None and not task.done():
                 await task
             await anyio.to_thread.run_sync(state.pool.close)
+            await anyio.to_thread.run_sync(jobs.close)
 
     app = FastAPI(
         title="blastrate",
@@ -311,11 +317,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.service = state
     _install_error_handlers(app)
     from .routes import bottleneck
+    from .routes import jobs as job_routes
 
     allowed: dict[str, set[str]] = {}
     for router in (
         bottleneck.router,
         planning.router,
+        job_routes.router,
         sweeps.router,
         what_if.router,
         plots.router,

@@ -186,6 +186,8 @@ async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
             max_time_points=limits.max_time_points,
             max_distribution_states=limits.max_distribution_states,
             time_limit_s=limits.solve_timeout_s,
+            max_pnml_elements=limits.max_pnml_elements,
+            max_pnml_bytes=limits.max_body_bytes,
         )
         small = dataclasses.replace(
             full,

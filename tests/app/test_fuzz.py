@@ -30,6 +30,7 @@ APP = create_app(
         max_rates=200,
         max_curve_points=500,
         max_queue_cells=200_000,
+        database_url="sqlite://",  # jobs in memory, never in the user's data directory
         # Planning: small sweeps and plots, computed in the request's threads.
         sweep_max_points=12,
         sweep_inline_points=12,
