@@ -12,7 +12,8 @@ The sweep is ``cpu_tasks 0..24 x io_tasks 0..19 x cores 1,2,4,8,16 x buffer_pack
 * one call per point in this process (``evaluate_point`` in a loop) on the first 500
   points: the per-core baseline, with no pool at all;
 * the whole sweep on a local process pool of 1 worker, then of 2 workers (pool start-up
-  included: that is what a user waits for);
+  included: that is what a user waits for), and the start-up alone (a sweep of one
+  point per worker), to show the rate without it;
 * the whole sweep on a Dask ``LocalCluster`` of 2 single-threaded worker processes.
 
 It prints points/s, points/s per worker, the speedup from 1 to 2 workers and the load
@@ -75,6 +76,15 @@ def main() -> None:
 
     results = {}
     for workers in (1, 2):
+        # What starting a pool costs by itself: `workers` points, one batch each (spawned
+        # interpreters import NumPy/SciPy/Numba and load the compiled kernels).
+        t = time.perf_counter()
+        run_sweep(BASE, {"cpu_tasks": list(range(workers))}, workers=workers, batch_size=1)
+        startup = time.perf_counter() - t
+        print(
+            f"[{load()}] pool start-up with {workers} worker(s) (a {workers}-point sweep): "
+            f"{startup:.2f} s"
+        )
         print(f"[{load()}] process pool, {workers} worker(s), {n} points")
         t = time.perf_counter()
         res = run_sweep(BASE, axes, workers=workers)
@@ -86,6 +96,7 @@ def main() -> None:
             f"{n / elapsed / workers:.0f} points/s per worker, {res.batches} batches, "
             f"identical to baseline: {same}"
         )
+        print(f"  without the start-up: {n / max(elapsed - startup, 1e-9):.0f} points/s")
     print(f"[{load()}] speedup 1 -> 2 workers: {results[1] / results[2]:.2f}x")
 
     if not args.no_dask:
