@@ -408,8 +408,17 @@ def write_curve_plot(body: dict[str, Any], path: str) -> None:
         ``inputs.host.line_rate_bps`` and ``curve`` (``send_rate_bps``, ``total_s``).
     path : str
         Output file; its suffix chooses the format.
+
+    Raises
+    ------
+    click.BadParameter
+        When the suffix is neither ``.svg`` nor ``.png`` (Click exits with status 2).
     """
-    fmt = _plot_format(path)
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in ("svg", "png"):
+        raise click.BadParameter(
+            f"the file must end in .svg or .png, got {path!r}", param_hint="--plot"
+        )
     curve = body["curve"]
     pairs = [
         (r, t)

@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import click
 import defusedxml.ElementTree as SafeET
+import pytest
 from click.testing import CliRunner
 
 from app.bottleneck import compute_bottleneck, resolve_inputs
@@ -102,3 +104,5 @@ def test_curve_plot_helper_marks_the_optimum(tmp_path: Path) -> None:
     png = tmp_path / "curve.png"
     write_curve_plot(body, str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(click.BadParameter):
+        write_curve_plot(body, str(tmp_path / "curve.gif"))
