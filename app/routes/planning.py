@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
-import anyio.to_thread
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
@@ -17,7 +15,7 @@ from ..nic import (
     transfer_time_curve,
     transfer_time_work,
 )
-from ..problems import FieldProblem, ProblemError
+from ..problems import FieldProblem, ProblemError, only_sent_fields
 from ..schemas import (
     NicQueueRequest,
     NicQueueResult,
@@ -27,8 +25,8 @@ from ..schemas import (
     TransferTimeResult,
 )
 from ..srn_solve import SolveBudget, SolveTooLarge, solve_srn
-from ..state import ServiceState, respond, service
-from .common import problem_responses
+from ..state import respond, service
+from .common import problem_responses, sent_fields
 
 router = APIRouter(tags=["planning"])
 
@@ -45,17 +43,12 @@ def over_limit(field: str, limit: str, allowed: float, actual: float, what: str)
     )
 
 
-async def _in_thread(state: ServiceState, kind: str, compute: Callable[[], Any]) -> Any:
-    """Run a bounded computation off the event loop, timing it."""
-    return await anyio.to_thread.run_sync(state.timed, kind, "process", compute)
-
-
 @router.post(
     "/queues/nic",
     operation_id="solve_nic_queue",
     summary="Solve the NIC buffer queue over a list of rates",
     response_model=NicQueueResult,
-    responses=problem_responses(415, 422, 429),
+    responses=problem_responses(400, 415, 422, 429),
 )
 async def post_nic_queue(body: NicQueueRequest, request: Request) -> Response:
     """Loss probability, throughput, occupancy and busy probability of the NIC's
@@ -82,16 +75,20 @@ async def post_nic_queue(body: NicQueueRequest, request: Request) -> Response:
             f"body.{rate_field}", "max_queue_cells", limits.max_queue_cells, cells, "queue cells"
         )
     key, entry = state.cached("nic", payload)
-    hit = entry is not None
-    if entry is None:
+    if entry is not None:
+        return respond(request, entry, True)
+
+    async def compute() -> bytes:
         if nic_queue_cost(payload) > limits.inprocess_max_queue_work:
             result = await state.pool.run(
                 "nic-queue", {"request": payload}, limits.solve_timeout_s, kind="nic"
             )
-        else:
-            result = await _in_thread(state, "nic", lambda: solve_nic_queue(payload))
-        entry = state.store(key, result)
-    return respond(request, entry, hit)
+            return await state.encoded(result)
+        return await state.in_thread("nic", lambda: solve_nic_queue(payload))
+
+    with only_sent_fields(sent_fields(body)):
+        entry = await state.compute_once(key, compute)
+    return respond(request, entry, False)
 
 
 @router.post(
@@ -99,7 +96,7 @@ async def post_nic_queue(body: NicQueueRequest, request: Request) -> Response:
     operation_id="compute_transfer_time",
     summary="RBUDP transfer time over sending rates, for a loss model",
     response_model=TransferTimeResult,
-    responses=problem_responses(415, 422),
+    responses=problem_responses(400, 415, 422),
 )
 async def post_transfer_time(body: TransferTimeRequest, request: Request) -> Response:
     """The curve T(B_send) with its three terms and the rounds, for a constant loss, a
@@ -145,16 +142,20 @@ async def post_transfer_time(body: TransferTimeRequest, request: Request) -> Res
                 "queue cells per loss evaluation",
             )
     key, entry = state.cached("transfer", payload)
-    hit = entry is not None
-    if entry is None:
+    if entry is not None:
+        return respond(request, entry, True)
+
+    async def compute() -> bytes:
         if transfer_time_work(payload) > limits.inprocess_max_queue_work:
             result = await state.pool.run(
                 "transfer-time", {"request": payload}, limits.solve_timeout_s, kind="transfer"
             )
-        else:
-            result = await _in_thread(state, "transfer", lambda: transfer_time_curve(payload))
-        entry = state.store(key, result)
-    return respond(request, entry, hit)
+            return await state.encoded(result)
+        return await state.in_thread("transfer", lambda: transfer_time_curve(payload))
+
+    with only_sent_fields(sent_fields(body)):
+        entry = await state.compute_once(key, compute)
+    return respond(request, entry, False)
 
 
 @router.post(
@@ -162,7 +163,7 @@ async def post_transfer_time(body: TransferTimeRequest, request: Request) -> Res
     operation_id="solve_srn",
     summary="Solve a general stochastic reward net",
     response_model=SrnSolveResult,
-    responses=problem_responses(415, 422, 429),
+    responses=problem_responses(400, 415, 422, 429),
 )
 async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
     """Generate the tangible reachability graph of a posted SRN and solve its CTMC in
@@ -175,30 +176,36 @@ async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
     limits = state.settings
     payload = body.model_dump(mode="json")
     key, entry = state.cached("srn", payload)
-    hit = entry is not None
-    if entry is None:
-        full = SolveBudget(
-            max_states=limits.max_states,
-            max_edges=limits.max_edges,
-            max_transitions=limits.max_transitions,
-            max_places=limits.max_places,
-            max_expression_length=limits.max_expression_length,
-            max_time_points=limits.max_time_points,
-            max_distribution_states=limits.max_distribution_states,
-            time_limit_s=limits.solve_timeout_s,
-            max_pnml_elements=limits.max_pnml_elements,
-            max_pnml_bytes=limits.max_body_bytes,
-        )
-        small = dataclasses.replace(
-            full,
-            max_states=min(limits.inprocess_max_states, limits.max_states),
-            max_edges=min(50 * limits.inprocess_max_states, limits.max_edges),
-            max_work=limits.inprocess_max_work,
-            in_process=True,
-        )
+    if entry is not None:
+        return respond(request, entry, True)
+    full = SolveBudget(
+        max_states=limits.max_states,
+        max_edges=limits.max_edges,
+        max_transitions=limits.max_transitions,
+        max_places=limits.max_places,
+        max_expression_length=limits.max_expression_length,
+        max_time_points=limits.max_time_points,
+        max_distribution_states=limits.max_distribution_states,
+        time_limit_s=limits.solve_timeout_s,
+        max_pnml_elements=limits.max_pnml_elements,
+        max_pnml_bytes=limits.max_body_bytes,
+    )
+    small = dataclasses.replace(
+        full,
+        max_states=min(limits.inprocess_max_states, limits.max_states),
+        max_edges=min(50 * limits.inprocess_max_states, limits.max_edges),
+        max_work=limits.inprocess_max_work,
+        in_process=True,
+    )
+
+    def in_process() -> dict[str, Any]:
+        result = solve_srn(payload, small)
+        result["solved_in"] = "process"
+        return result
+
+    async def compute() -> bytes:
         try:
-            result = await _in_thread(state, "srn", lambda: solve_srn(payload, small))
-            result["solved_in"] = "process"
+            return await state.in_thread("srn", in_process)
         except SolveTooLarge:
             result = await state.pool.run(
                 "srn-solve",
@@ -207,5 +214,9 @@ async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
                 kind="srn",
             )
             result["solved_in"] = "worker-pool"
-        entry = state.store(key, result)
-    return respond(request, entry, hit)
+            return await state.encoded(result)
+
+    # Not restricted to the fields sent: a missing `times` or `absorbing` is named as
+    # such, and every other field names a part of the posted net.
+    entry = await state.compute_once(key, compute)
+    return respond(request, entry, False)
