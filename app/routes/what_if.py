@@ -15,7 +15,7 @@ from planning.whatif import what_if
 from ..capacity import check_point_limits, parse_inputs, planning_problem
 from ..capacity_schemas import WhatIfRequest, WhatIfResult
 from ..problems import FieldProblem, ProblemError
-from ..state import respond, service
+from ..state import encode, respond, service
 from ..units import QuantityError
 from .common import problem_responses
 
@@ -83,5 +83,5 @@ async def post_what_if(body: WhatIfRequest, request: Request) -> Response:
                 "body." if exc.field in ("max_buffer_packets", "interface") else ("body.inputs.")
             )
             raise planning_problem(exc, prefix) from None
-        entry = state.store(key, result.to_dict())
+        entry = state.store(key, encode(result.to_dict()))
     return respond(request, entry, hit)
