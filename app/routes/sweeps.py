@@ -65,7 +65,7 @@ def _run(settings: Settings, base: dict[str, Any], axes: dict[str, list[Any]]) -
     summary="The effective bottleneck rate over ranges of inputs",
     response_model=SweepResult,
     responses={
-        **problem_responses(415, 422, 503),
+        **problem_responses(400, 415, 422, 503),
         200: {
             "description": "The records (JSON), or one CSV row per point with `format=csv`.",
             "content": {"text/csv": {"schema": {"type": "string"}}},

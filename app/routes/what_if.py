@@ -27,7 +27,7 @@ router = APIRouter(tags=["planning"])
     operation_id="what_if",
     summary="Rank the single upgrades of a host by the transfer time they save",
     response_model=WhatIfResult,
-    responses=problem_responses(415, 422),
+    responses=problem_responses(400, 415, 422),
 )
 async def post_what_if(body: WhatIfRequest, request: Request) -> Response:
     """For each single change a person could make (one more core, a faster interrupt
