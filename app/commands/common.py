@@ -239,8 +239,8 @@ def resolve_format(
     Raises
     ------
     CliError
-        For a suffix no table format writes (say ``.png``: figures go to ``--plot``), or options that
-        disagree.
+        For a suffix no table format writes (say ``.png``: figures go to ``--plot``), or
+        options that disagree.
     """
     allowed = list(formats)
     if as_json:
