@@ -31,6 +31,7 @@ class ServiceState:
     ready: bool = False
     compiled_nets: int = 0
     warm_up_error: str | None = None
+    shutting_down: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
 
     def cached(self, kind: str, inputs: Any) -> tuple[str, CachedBody | None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from ..guard import WorkInterrupted, run_guarded
 from ..nic import (
     nic_queue_cells,
     nic_queue_cost,
@@ -26,11 +28,13 @@ from ..schemas import (
     TransferTimeRequest,
     TransferTimeResult,
 )
-from ..srn_solve import SolveBudget, SolveTooLarge, solve_srn
+from ..srn_solve import SolveBudget, SolveTooLarge, estimate_srn_solve, solve_srn
 from ..state import ServiceState, respond, service
 from .common import problem_responses
 
 router = APIRouter(tags=["planning"])
+
+log = logging.getLogger("blastrate.solve")
 
 # The bottleneck search scans 256 rates plus the plotting grid in one loss call.
 _SEARCH_SCAN = 256
@@ -162,7 +166,7 @@ async def post_transfer_time(body: TransferTimeRequest, request: Request) -> Res
     operation_id="solve_srn",
     summary="Solve a general stochastic reward net",
     response_model=SrnSolveResult,
-    responses=problem_responses(415, 422, 429),
+    responses=problem_responses(415, 422, 429, 503),
 )
 async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
     """Generate the tangible reachability graph of a posted SRN and solve its CTMC in
@@ -170,7 +174,7 @@ async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
     mean, variance, quantiles).  Reports the state count and the residual or error bound.
 
     Small chains are solved in the request's process; larger ones in a worker process
-    that is killed when the solve exceeds `solve_timeout_s`."""
+    that is killed when the solve exceeds `solve_timeout_s` or `solve_memory_bytes`."""
     state = service(request)
     limits = state.settings
     payload = body.model_dump(mode="json")
@@ -186,18 +190,21 @@ async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
             max_time_points=limits.max_time_points,
             max_distribution_states=limits.max_distribution_states,
             time_limit_s=limits.solve_timeout_s,
+            max_vanishing=limits.max_vanishing,
         )
         small = dataclasses.replace(
             full,
             max_states=min(limits.inprocess_max_states, limits.max_states),
             max_edges=min(50 * limits.inprocess_max_states, limits.max_edges),
+            max_vanishing=min(50 * limits.inprocess_max_states, limits.max_vanishing),
             max_work=limits.inprocess_max_work,
+            time_limit_s=min(limits.inprocess_max_seconds, limits.solve_timeout_s),
             in_process=True,
         )
-        try:
-            result = await _in_thread(state, "srn", lambda: solve_srn(payload, small))
+        result = await _solve_in_process(state, payload, small)
+        if result is not None:
             result["solved_in"] = "process"
-        except SolveTooLarge:
+        else:
             result = await state.pool.run(
                 "srn-solve",
                 {"request": payload, "budget": dataclasses.asdict(full)},
@@ -207,3 +214,52 @@ async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
             result["solved_in"] = "worker-pool"
         entry = state.store(key, result)
     return respond(request, entry, hit)
+
+
+async def _solve_in_process(
+    state: ServiceState, payload: dict[str, Any], budget: SolveBudget
+) -> dict[str, Any] | None:
+    """Solve in the server process if the estimate allows it; None means "use the pool".
+
+    The estimate is made before any work starts; the run is bounded in wall time
+    (``inprocess_max_seconds``) and in the growth of the server's memory
+    (``inprocess_max_memory_bytes``), beyond which it stops and moves to the pool.
+    """
+    limits = state.settings
+    estimate = estimate_srn_solve(payload, budget.max_states, limits.inprocess_max_work)
+    if not estimate.in_process:
+        state.metrics.moved_to_pool.labels("srn", "estimate").inc()
+        return None
+    if state.shutting_down:
+        raise ProblemError(
+            "service-unavailable",
+            "the server is shutting down",
+            headers={"Retry-After": str(limits.solver_retry_after_s)},
+        )
+
+    def bounded() -> dict[str, Any]:
+        return run_guarded(
+            lambda: solve_srn(payload, budget),
+            limits.inprocess_max_seconds,
+            limits.inprocess_max_memory_bytes,
+        )
+
+    try:
+        result: dict[str, Any] = await _in_thread(state, "srn", bounded)
+    except SolveTooLarge:
+        state.metrics.moved_to_pool.labels("srn", "size").inc()
+        return None
+    except WorkInterrupted as exc:
+        if exc.reason == "cancelled":
+            raise ProblemError(
+                "service-unavailable",
+                "the server is shutting down; the solve was stopped",
+                headers={"Retry-After": str(limits.solver_retry_after_s)},
+            ) from None
+        state.metrics.moved_to_pool.labels("srn", exc.reason).inc()
+        log.warning(
+            "in-process solve overran its bound; moved to the worker pool",
+            extra={"bound": exc.reason, "elapsed_s": round(exc.elapsed_s, 3)},
+        )
+        return None
+    return result
