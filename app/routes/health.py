@@ -44,6 +44,8 @@ async def get_readiness(request: Request) -> Response:
         detail = "the default nets are still being compiled"
         if state.warm_up_error:
             detail = f"start-up failed: {state.warm_up_error}"
+        if state.shutting_down:
+            detail = "the server is shutting down"
         raise ProblemError("not-ready", detail, headers={"Retry-After": "1"})
     return JSONResponse(
         {
