@@ -10,7 +10,9 @@ process below it (the solver workers) every 20 ms, then sends SIGTERM and times 
 Run::
 
     .venv/bin/python benchmarks/srn_solve_guard.py                 # this tree
-    .venv/bin/python benchmarks/srn_solve_guard.py --root /work/main
+    .venv/bin/python benchmarks/srn_solve_guard.py --root ../older-checkout
+    # let the estimate admit it, to see the in-process bounds at work:
+    .venv/bin/python benchmarks/srn_solve_guard.py --env BLASTRATE_INPROCESS_MAX_WORK=1e30
 
 Everything is bounded: the request by ``--request-timeout`` (client side), the shutdown by
 ``--exit-timeout`` (then SIGKILL).  Only 127.0.0.1 is contacted.
@@ -110,12 +112,20 @@ def main() -> int:
     parser.add_argument("--immediate", type=int, default=20, help="concurrent immediate ones")
     parser.add_argument("--request-timeout", type=float, default=150.0)
     parser.add_argument("--exit-timeout", type=float, default=60.0)
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the server, e.g. BLASTRATE_INPROCESS_MAX_WORK=1e30 (repeatable)",
+    )
     args = parser.parse_args()
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(args.root), "BLASTRATE_LOG_LEVEL": "warning"}
+    env.update(item.split("=", 1) for item in args.env)
     server = subprocess.Popen(
         [
             sys.executable,
@@ -136,7 +146,11 @@ def main() -> int:
     )
     base = f"http://127.0.0.1:{port}"
     body = {"net": explosive_net(args.immediate)}
-    result: dict[str, object] = {"root": str(args.root), "body_bytes": len(json.dumps(body))}
+    result: dict[str, object] = {
+        "root": str(args.root),
+        "settings": " ".join(args.env) or "defaults",
+        "body_bytes": len(json.dumps(body)),
+    }
     try:
         deadline = time.monotonic() + 90
         while True:

@@ -93,7 +93,9 @@ async def post_nic_queue(body: NicQueueRequest, request: Request) -> Response:
                 "nic-queue", {"request": payload}, limits.solve_timeout_s, kind="nic"
             )
         else:
-            result = await _in_thread(state, "nic", lambda: solve_nic_queue(payload))
+            result = await _in_process_or_pool(
+                state, "nic", lambda: solve_nic_queue(payload), "nic-queue", {"request": payload}
+            )
         entry = state.store(key, result)
     return respond(request, entry, hit)
 
@@ -156,7 +158,13 @@ async def post_transfer_time(body: TransferTimeRequest, request: Request) -> Res
                 "transfer-time", {"request": payload}, limits.solve_timeout_s, kind="transfer"
             )
         else:
-            result = await _in_thread(state, "transfer", lambda: transfer_time_curve(payload))
+            result = await _in_process_or_pool(
+                state,
+                "transfer",
+                lambda: transfer_time_curve(payload),
+                "transfer-time",
+                {"request": payload},
+            )
         entry = state.store(key, result)
     return respond(request, entry, hit)
 
@@ -216,50 +224,74 @@ async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
     return respond(request, entry, hit)
 
 
+def _shutting_down(state: ServiceState) -> ProblemError:
+    return ProblemError(
+        "service-unavailable",
+        "the server is shutting down; the solve was stopped",
+        headers={"Retry-After": str(state.settings.solver_retry_after_s)},
+    )
+
+
+async def _guarded_in_thread(
+    state: ServiceState, kind: str, compute: Callable[[], Any]
+) -> Any | None:
+    """Run ``compute`` in a thread of the server process, bounded; None if it overran.
+
+    The bounds are ``inprocess_max_seconds`` of wall time and ``inprocess_max_memory_bytes``
+    of growth of the server's memory; work that reaches one is interrupted (and the caller
+    moves it to the pool).  At shutdown the work is interrupted and answered with a 503.
+    """
+    limits = state.settings
+    if state.shutting_down:
+        raise _shutting_down(state)
+
+    def bounded() -> Any:
+        return run_guarded(compute, limits.inprocess_max_seconds, limits.inprocess_max_memory_bytes)
+
+    try:
+        return await _in_thread(state, kind, bounded)
+    except WorkInterrupted as exc:
+        if exc.reason == "cancelled":
+            raise _shutting_down(state) from None
+        state.metrics.moved_to_pool.labels(kind, exc.reason).inc()
+        log.warning(
+            "in-process solve overran its bound; moved to the worker pool",
+            extra={"kind": kind, "bound": exc.reason, "elapsed_s": round(exc.elapsed_s, 3)},
+        )
+        return None
+
+
+async def _in_process_or_pool(
+    state: ServiceState,
+    kind: str,
+    compute: Callable[[], Any],
+    job: str,
+    job_payload: dict[str, Any],
+) -> Any:
+    """Compute in the server process, or in the pool if that overran its bounds."""
+    result = await _guarded_in_thread(state, kind, compute)
+    if result is None:
+        result = await state.pool.run(job, job_payload, state.settings.solve_timeout_s, kind=kind)
+    return result
+
+
 async def _solve_in_process(
     state: ServiceState, payload: dict[str, Any], budget: SolveBudget
 ) -> dict[str, Any] | None:
     """Solve in the server process if the estimate allows it; None means "use the pool".
 
-    The estimate is made before any work starts; the run is bounded in wall time
-    (``inprocess_max_seconds``) and in the growth of the server's memory
-    (``inprocess_max_memory_bytes``), beyond which it stops and moves to the pool.
+    The estimate is made before any work starts; the run itself is bounded
+    (:func:`_guarded_in_thread`).
     """
-    limits = state.settings
-    estimate = estimate_srn_solve(payload, budget.max_states, limits.inprocess_max_work)
+    estimate = estimate_srn_solve(payload, budget.max_states, state.settings.inprocess_max_work)
     if not estimate.in_process:
         state.metrics.moved_to_pool.labels("srn", "estimate").inc()
         return None
-    if state.shutting_down:
-        raise ProblemError(
-            "service-unavailable",
-            "the server is shutting down",
-            headers={"Retry-After": str(limits.solver_retry_after_s)},
-        )
-
-    def bounded() -> dict[str, Any]:
-        return run_guarded(
-            lambda: solve_srn(payload, budget),
-            limits.inprocess_max_seconds,
-            limits.inprocess_max_memory_bytes,
-        )
-
     try:
-        result: dict[str, Any] = await _in_thread(state, "srn", bounded)
+        result: dict[str, Any] | None = await _guarded_in_thread(
+            state, "srn", lambda: solve_srn(payload, budget)
+        )
     except SolveTooLarge:
         state.metrics.moved_to_pool.labels("srn", "size").inc()
-        return None
-    except WorkInterrupted as exc:
-        if exc.reason == "cancelled":
-            raise ProblemError(
-                "service-unavailable",
-                "the server is shutting down; the solve was stopped",
-                headers={"Retry-After": str(limits.solver_retry_after_s)},
-            ) from None
-        state.metrics.moved_to_pool.labels("srn", exc.reason).inc()
-        log.warning(
-            "in-process solve overran its bound; moved to the worker pool",
-            extra={"bound": exc.reason, "elapsed_s": round(exc.elapsed_s, 3)},
-        )
         return None
     return result

@@ -243,3 +243,21 @@ def test_guard_cancel_and_no_stray_interruption() -> None:
             run_guarded(lambda: sum(range(2_000)), 0.00005, period=0.00001)
         assert sum(range(2_000)) == 1_999_000
     assert run_guarded(lambda: 42, 1.0) == 42
+
+
+def test_nic_queue_work_that_overruns_in_process_moves_to_the_pool(make_client: Any) -> None:
+    # The same bound holds for the NIC queue: told the work is cheap, the server starts it,
+    # stops it after 10 ms and the pool answers, with the same numbers as a direct solve.
+    request = {
+        "arrival_rates_pps": [float(r) for r in range(1_000, 401_000, 400)],
+        "service_rate_per_s": 20_000.0,
+        "buffer_packets": 4_096,
+        "coalesce_packets": 64,
+    }
+    client = make_client(inprocess_max_queue_work=1e30, inprocess_max_seconds=0.01)
+    client.app.state.service.pool.start()
+    r = client.post("/queues/nic", json=request)
+    assert r.status_code == 200, r.text
+    assert metric(client, "blastrate_solves_moved_to_pool_total", kind="nic", reason="time") == 1
+    direct = make_client(inprocess_max_queue_work=1e30).post("/queues/nic", json=request)
+    assert direct.json() == r.json()
