@@ -206,7 +206,6 @@ async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
             max_edges=min(50 * limits.inprocess_max_states, limits.max_edges),
             max_vanishing=min(50 * limits.inprocess_max_states, limits.max_vanishing),
             max_work=limits.inprocess_max_work,
-            time_limit_s=min(limits.inprocess_max_seconds, limits.solve_timeout_s),
             in_process=True,
         )
         result = await _solve_in_process(state, payload, small)
