@@ -90,6 +90,10 @@ def _worker_main(
     from .jobs import JOBS
 
     _bound_worker(memory_bytes, blas_threads)
+    try:
+        conn.send(("ready", os.getpid()))
+    except (BrokenPipeError, OSError):
+        return
     while True:
         try:
             message = conn.recv()
@@ -114,6 +118,10 @@ def _worker_main(
             return
 
 
+# Longest a fresh worker process may take to start (import nothing: the fork server has).
+_BOOT_TIMEOUT_S = 60.0
+
+
 class _Worker:
     """One worker process and the parent's end of its pipe."""
 
@@ -132,6 +140,7 @@ class _Worker:
         self.conn: multiprocessing.connection.Connection = parent
         self.memory_bytes = memory_bytes
         self.peak_rss = 0
+        self.ready = False
 
     @property
     def pid(self) -> int | None:
@@ -154,6 +163,15 @@ class _Worker:
         process died, or the worker's own reply.
         """
         self.peak_rss = 0
+        if not self.ready:
+            # A fresh process first says it is up; its start is not the job's time.
+            if not self.conn.poll(_BOOT_TIMEOUT_S):
+                return ("died", None)
+            try:
+                self.conn.recv()
+            except (EOFError, OSError):
+                return ("died", None)
+            self.ready = True
         start = time.monotonic()
         self.conn.send((name, payload))
         while True:
@@ -260,6 +278,8 @@ class SolvePool:
             if self._started or self._aborted:
                 return
             for _ in range(self.size):
+                if self._aborted:  # shutdown began while the processes were starting
+                    break
                 self._add_worker()
             self._started = True
         log.info("solver pool started", extra={"workers": self.size, "pids": self.pids()})
@@ -290,8 +310,8 @@ class SolvePool:
         The requests whose jobs were killed get a 503 ``service-unavailable``.  Safe to
         call from any thread.  Returns how many workers were killed.
         """
+        self._aborted = True  # seen at once, even while start() holds the lock
         with self._lock:
-            self._aborted = True
             workers = list(self._all)
             self._all.clear()
             self._idle.clear()

@@ -92,14 +92,27 @@ class BoundedShutdown:
             self._exit(128 + sig)
 
     def begin(self, reason: str = "shutdown") -> None:
-        """Stop the running solves and start the exit watchdog (once; any thread)."""
+        """Stop the running solves and start the exit watchdog (once; any thread).
+
+        Returns at once: the stopping happens in a thread of its own, because a signal
+        handler must not wait (the pool may be busy starting its processes).
+        """
         if self._begun.is_set():
             return
         self._begun.set()
         if self.on_begin is not None:
             self.on_begin()
-        killed = self.pool.abort()
+        if self.installed:
+            threading.Thread(
+                target=self._watchdog, daemon=True, name="blastrate-shutdown-watchdog"
+            ).start()
+        threading.Thread(
+            target=self._stop_work, args=(reason,), daemon=True, name="blastrate-shutdown"
+        ).start()
+
+    def _stop_work(self, reason: str) -> None:
         interrupted = cancel_all()
+        killed = self.pool.abort()
         log.info(
             "shutting down",
             extra={
@@ -109,8 +122,6 @@ class BoundedShutdown:
                 "shutdown_timeout_s": self.timeout_s,
             },
         )
-        if self.installed:
-            threading.Thread(target=self._watchdog, daemon=True, name="blastrate-shutdown").start()
 
     def _watchdog(self) -> None:
         deadline = time.monotonic() + self.timeout_s
