@@ -4,7 +4,7 @@ Commands::
 
     blastrate rate  -C 2 -I 1 --file-size 500MB --delay 100ms   # effective bottleneck rate
     blastrate curve -C 2 -I 1 --file-size 500MB --delay 100ms --output curve.csv
-    blastrate solve net.json                                     # a general SRN
+    blastrate solve net.json                                     # a general SRN (or net.pnml)
     blastrate profiles                                           # the host profiles
     blastrate serve --host 127.0.0.1 --port 8000 --workers 1     # the HTTP service
 
@@ -211,6 +211,7 @@ def _measure_lines(measures: dict[str, Any]) -> list[str]:
     lines = []
     for group, label in (
         ("rewards", "reward"),
+        ("accumulated_rewards", "accumulated reward over [0, t]"),
         ("probabilities", "probability"),
         ("mean_tokens", "mean tokens"),
         ("throughput", "throughput"),
@@ -385,21 +386,12 @@ def _cmd_curve(args: argparse.Namespace) -> int:
 
 
 def _read_net_request(path: str, analysis: str | None, times: str | None) -> dict[str, Any]:
+    from .net_files import NetFileError, read_net_request
+
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    except OSError as exc:
-        raise CliError(f"{path}: {exc.strerror or exc}", EXIT_USAGE) from None
-    except UnicodeDecodeError:
-        raise CliError(f"{path}: not a UTF-8 text file", EXIT_USAGE) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(
-            f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}", EXIT_USAGE
-        ) from None
-    if not isinstance(data, dict):
-        raise CliError(f"{path}: expected a JSON object", EXIT_USAGE)
-    request = data if "net" in data else {"net": data}
+        request = read_net_request(path)  # JSON, or PNML (.pnml/.xml or '<...')
+    except NetFileError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
     if analysis:
         request["analysis"] = analysis
     if times:
@@ -444,6 +436,24 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
         body = _local(compute)
     print(json.dumps(body, indent=2) if args.json else _solve_summary(body))
+    return EXIT_OK
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    # Until the Click CLI lands, this mirrors app.commands.srn_files.convert.
+    from .net_files import NetFileError, net_format, read_net_request, write_net
+
+    try:
+        net = read_net_request(args.source)["net"]
+        if args.to:
+            fmt = args.to
+        elif args.target != "-" and Path(args.target).suffix.lower() in (".json", ".pnml", ".xml"):
+            fmt = net_format(args.target)
+        else:
+            fmt = "pnml" if args.source == "-" or net_format(args.source) == "json" else "json"
+        write_net(net, args.target, fmt, dialect=args.dialect)
+    except NetFileError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
     return EXIT_OK
 
 
@@ -564,9 +574,11 @@ def build_parser() -> argparse.ArgumentParser:
     curve.add_argument("--format", choices=("table", "csv", "json"), help="output format")
     curve.set_defaults(run=_cmd_curve)
 
-    solve = sub.add_parser("solve", help="solve a general SRN from a JSON file")
+    solve = sub.add_parser("solve", help="solve a general SRN from a JSON or PNML file")
     solve.add_argument(
-        "net", metavar="NET.json", help="a POST /srn/solve body or a bare net ('-' for stdin)"
+        "net",
+        metavar="NET.json|NET.pnml",
+        help="a POST /srn/solve body, a bare net, or a PNML file ('-' for stdin)",
     )
     solve.add_argument(
         "--analysis", choices=("steady-state", "transient", "absorption"), help="override"
@@ -575,6 +587,18 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--json", action="store_true", help="print the full JSON answer")
     _add_server_options(solve)
     solve.set_defaults(run=_cmd_solve)
+
+    convert = sub.add_parser("convert", help="convert a net between JSON and PNML")
+    convert.add_argument("source", metavar="IN", help="a JSON or PNML net ('-' for stdin)")
+    convert.add_argument("target", metavar="OUT", help="the file to write ('-' for stdout)")
+    convert.add_argument("--to", choices=["json", "pnml"], help="output format (default: by OUT)")
+    convert.add_argument(
+        "--dialect",
+        choices=["pipe", "storm"],
+        default="pipe",
+        help="PNML spelling of inhibitor arcs: 'inhibitor' (PIPE) or 'inhibition' (Storm)",
+    )
+    convert.set_defaults(run=_cmd_convert)
 
     profiles = sub.add_parser("profiles", help="list the host profiles")
     profiles.add_argument("--json", action="store_true")

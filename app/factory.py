@@ -34,6 +34,7 @@ from .problems import (
     status_phrase,
 )
 from .routes import health, planning, problem_types
+from .routes.jobs import JobService
 from .settings import Settings
 from .shutdown import BoundedShutdown
 from .state import ServiceState
@@ -304,6 +305,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.shutting_down = True
 
     shutdown = BoundedShutdown(pool, settings.shutdown_timeout_s, on_begin=stop_serving)
+    jobs = JobService(settings)
+    state.extras["jobs"] = jobs
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -311,6 +314,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         task: asyncio.Task[None] | None = None
         shutdown.install()
+        await anyio.to_thread.run_sync(jobs.start_if_configured)
         if settings.warm_up:
             task = asyncio.create_task(_warm_up(state, compile_default_nets))
         else:
@@ -323,6 +327,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(task), settings.shutdown_timeout_s)
             await anyio.to_thread.run_sync(state.pool.close)
+            await anyio.to_thread.run_sync(jobs.close)
             mark_worker_dead(metrics_dir)
             shutdown.uninstall()
 
@@ -340,11 +345,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_docs(app)
     _install_error_handlers(app)
     from .routes import bottleneck
+    from .routes import jobs as job_routes
 
     allowed: dict[str, set[str]] = {}
     for router in (
         bottleneck.router,
         planning.router,
+        job_routes.router,
         health.router,
         problem_types.router,
     ):

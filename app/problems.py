@@ -148,6 +148,14 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             4,
         ),
         ProblemType(
+            "storage-unavailable",
+            503,
+            "The job database is unavailable",
+            "The service cannot reach its job database right now; retry after "
+            "`Retry-After` seconds.",
+            5,
+        ),
+        ProblemType(
             "not-ready",
             503,
             "The service is still starting",

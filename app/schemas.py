@@ -12,6 +12,7 @@ setting does not change the API contract.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -22,11 +23,14 @@ __all__ = [
     "BottleneckRateResult",
     "HostOverrides",
     "HostProfileModel",
+    "JobProgress",
     "NicQueueRequest",
     "NicQueueResult",
     "Problem",
     "ServiceTimeRequest",
     "ServiceTimeResult",
+    "SrnJob",
+    "SrnReward",
     "SrnSolveRequest",
     "SrnSolveResult",
     "TransferRequest",
@@ -717,11 +721,28 @@ class SrnInitial(RequestModel):
     )
 
 
+class SrnReward(RequestModel):
+    """A reward with a rate part and impulse parts (both optional)."""
+
+    rate: float | Expression | None = Field(
+        default=None, description="Reward per second as an expression of the marking."
+    )
+    impulse: dict[Name, float] = Field(
+        default_factory=dict,
+        max_length=MAX_LIST,
+        description="Transition name -> reward earned each time it fires.",
+    )
+
+
 class SrnMeasures(RequestModel):
     """Reward measures to report."""
 
-    rewards: dict[Name, Annotated[float, Field()] | Expression] = Field(
-        default_factory=dict, description="Name -> reward rate as an expression of the marking."
+    rewards: dict[Name, Annotated[float, Field()] | Expression | SrnReward] = Field(
+        default_factory=dict,
+        description="Name -> reward: an expression of the marking (a reward rate), or "
+        "`{rate, impulse}`.  Steady state reports E[rate] + sum(impulse_t * throughput_t); "
+        "transient reports that rate at each time in `rewards` and the expected reward "
+        "earned over [0, t] in `accumulated_rewards`.",
     )
     probabilities: dict[Name, Expression] = Field(
         default_factory=dict, description="Name -> condition on the marking."
@@ -749,7 +770,18 @@ class SrnSolveRequest(RequestModel):
 
     model_config = ConfigDict(json_schema_extra={"examples": [SRN_EXAMPLE]})
 
-    net: SrnNet
+    net: SrnNet | None = Field(
+        default=None, description="The net as JSON; give either `net` or `pnml`."
+    )
+    pnml: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The net as a PNML document: the GSPN dialect of PIPE and Storm "
+        "(`Default,N` markings, `rate`, `timed`, `priority`, `weight`, `infiniteServer`, "
+        "normal and inhibitor arcs) or the ISO/IEC 15909-2 place/transition core (P/T "
+        "transitions are timed at rate 1/s).  DTDs and entities are refused; the document "
+        "is bounded by `max_body_bytes` and `max_pnml_elements`.",
+    )
     parameters: dict[Name, float] = Field(
         default_factory=dict, description="Overrides of the net's parameter values."
     )
@@ -774,9 +806,19 @@ class SrnSolveRequest(RequestModel):
         default=False, description="Return the markings and their probabilities (small chains)."
     )
 
+    @model_validator(mode="after")
+    def _one_net(self) -> SrnSolveRequest:
+        if (self.net is None) == (self.pnml is None):
+            raise ValueError("give exactly one of 'net' (JSON) and 'pnml' (a PNML document)")
+        return self
+
 
 class Measures(ResponseModel):
     rewards: dict[str, Any] = Field(default_factory=dict)
+    accumulated_rewards: dict[str, Any] | None = Field(
+        default=None,
+        description="Transient only: expected reward earned over [0, t], one value per time.",
+    )
     probabilities: dict[str, Any] = Field(default_factory=dict)
     mean_tokens: dict[str, Any] | None = None
     throughput: dict[str, Any] | None = None
@@ -827,6 +869,46 @@ class SrnSolveResult(ResponseModel):
     transient: TransientOut | None = None
     absorption: AbsorptionOut | None = None
     distribution: DistributionOut | None = None
+
+
+# -- long solves ---------------------------------------------------------------------------
+
+
+class JobProgress(ResponseModel):
+    """What a job has reported so far."""
+
+    stage: str = Field(
+        description="`queued`, `starting`, `exploring` (reachability graph), `solving`, "
+        "`measures`, then the final status."
+    )
+    states: int | None = Field(default=None, description="Tangible markings explored.")
+    edges: int | None = Field(default=None, description="CTMC edges generated.")
+    iterations: int | None = Field(
+        default=None, description="Iterations of the steady-state solver (0 for direct)."
+    )
+    residual: float | None = Field(default=None, description="||pi Q||_1 of the steady state.")
+    elapsed_s: float | None = Field(default=None, description="Wall time since the job started.")
+
+
+class SrnJob(ResponseModel):
+    """A long SRN solve: its status, progress and, once done, its result or problem."""
+
+    id: str = Field(description="32 hexadecimal digits.")
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled", "interrupted"] = Field(
+        description="`interrupted`: the service stopped or restarted while the job ran "
+        "(submit it again)."
+    )
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    cancel_requested: bool = False
+    progress: JobProgress
+    result: SrnSolveResult | None = Field(
+        default=None, description="The POST /srn/solve body, when `succeeded`."
+    )
+    problem: Problem | None = Field(
+        default=None, description="Why the job failed or was interrupted (problem+json)."
+    )
 
 
 # -- health --------------------------------------------------------------------------------

@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     max_expression_length: int = Field(
         default=500, ge=1, description="Characters in one expression (rate, guard, reward...)."
     )
+    max_pnml_elements: int = Field(
+        default=100_000, ge=1, description="XML elements in a posted PNML document."
+    )
     max_time_points: int = Field(
         default=1_000, ge=1, description="Time points in a transient or absorption-time grid."
     )
@@ -133,6 +136,29 @@ class Settings(BaseSettings):
         default=None,
         description="Parent directory of the per-server multiprocess metrics directories "
         "(default: the system's temporary directory).",
+    )
+    # -- long solves (/srn/jobs) -----------------------------------------------------------
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the job database (BLASTRATE_DATABASE_URL); by default "
+        "an SQLite file in the user's data directory.",
+    )
+    job_workers: int = Field(
+        default=1, ge=1, le=64, description="Jobs one service process runs at the same time."
+    )
+    max_queued_jobs: int = Field(
+        default=32, ge=1, description="Jobs that may be queued or running before 429."
+    )
+    job_timeout_s: float = Field(
+        default=3_600.0, gt=0, description="Wall time one job may run before it is stopped (s)."
+    )
+    job_retention_s: float = Field(
+        default=7 * 86_400.0,
+        gt=0,
+        description="Finished jobs and their results are deleted this long after they end (s).",
+    )
+    max_job_result_bytes: int = Field(
+        default=20_000_000, ge=1_024, description="Largest job result kept (bytes of JSON)."
     )
     # -- the NIC queue and the transfer curve ----------------------------------------------
     max_rates: int = Field(

@@ -9,7 +9,7 @@ budget and must move to the pool.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any
@@ -19,6 +19,7 @@ import scipy.sparse as sp
 
 import srn
 
+from .pnml_input import with_net
 from .problems import FieldProblem, ProblemError, problem_from_exception
 
 __all__ = ["SolveBudget", "SolveEstimate", "SolveTooLarge", "estimate_srn_solve", "solve_srn"]
@@ -60,6 +61,8 @@ class SolveBudget:
     time_limit_s: float | None = None
     in_process: bool = False
     max_vanishing: int | None = None
+    max_pnml_elements: int = 100_000
+    max_pnml_bytes: int = 5_000_000
 
     def limits(self) -> srn.Limits:
         """The engine's limits for this budget."""
@@ -90,7 +93,7 @@ class SolveEstimate:
     Attributes
     ----------
     transitions : int
-        Transitions of the net.
+        Transitions of the net (0 for a PNML document, which always goes to the pool).
     immediate : int
         Immediate transitions: an upper bound on how many can be enabled together.  Each
         one that can fire independently of the others doubles the vanishing markings
@@ -132,7 +135,11 @@ def estimate_srn_solve(
     >>> estimate_srn_solve({"net": net}, 2_000, 2e7).in_process
     True
     """
-    transitions = request["net"]["transitions"]
+    net = request.get("net")
+    if not isinstance(net, Mapping):
+        # A PNML document: its size is only known once parsed, which is work too.
+        return SolveEstimate(0, 0, float("inf"), False)
+    transitions = net["transitions"]
     immediate = sum(1 for t in transitions if t.get("kind") == "immediate")
     work = float(max(max_states, 1)) * max(len(transitions), 1) * 2.0 ** min(immediate, 64)
     return SolveEstimate(len(transitions), immediate, work, work <= max_work)
@@ -156,7 +163,11 @@ def _expression_fields(request: Mapping[str, Any]) -> list[tuple[str, Any]]:
     measures = request.get("measures") or {}
     for group in ("rewards", "probabilities"):
         for name, expr in (measures.get(group) or {}).items():
-            out.append((f"measures.{group}.{name}", expr))
+            if isinstance(expr, Mapping):
+                expr = expr.get("rate")
+                out.append((f"measures.{group}.{name}.rate", expr))
+            else:
+                out.append((f"measures.{group}.{name}", expr))
     out.append(("absorbing", request.get("absorbing")))
     return out
 
@@ -258,13 +269,36 @@ def _json(values: Any) -> Any:
     return obj.tolist()
 
 
+def _rewards(graph: srn.ReachabilityGraph, spec: Mapping[str, Any]) -> dict[str, srn.Reward]:
+    rewards = {}
+    for name, value in (spec.get("rewards") or {}).items():
+        where = f"measures.rewards.{name}"
+        if isinstance(value, Mapping):
+            # The validated model fills in nulls; the engine's JSON form omits them.
+            value = {k: v for k, v in value.items() if v is not None}
+        reward = srn.Reward.from_json(value, field=where)
+        reward.check(graph, field=where)
+        rewards[name] = reward
+    return rewards
+
+
 def _measures(
-    graph: srn.ReachabilityGraph, probabilities: np.ndarray, spec: Mapping[str, Any]
+    graph: srn.ReachabilityGraph,
+    probabilities: np.ndarray,
+    spec: Mapping[str, Any],
+    integrals: np.ndarray | None = None,
 ) -> dict[str, Any]:
+    rewards = _rewards(graph, spec)
     out: dict[str, Any] = {
         "rewards": {
-            name: _json(graph.expected_reward(expr, probabilities))
-            for name, expr in (spec.get("rewards") or {}).items()
+            name: _json(srn.reward_rate(graph, reward, probabilities))
+            for name, reward in rewards.items()
+        },
+        "accumulated_rewards": None
+        if integrals is None
+        else {
+            name: _json(srn.reward_rate(graph, reward, integrals))
+            for name, reward in rewards.items()
         },
         "probabilities": {
             name: _json(graph.probability(expr, probabilities))
@@ -324,7 +358,11 @@ def _engine_errors() -> Iterator[None]:
         raise problem from exc
 
 
-def solve_srn(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]:
+def solve_srn(
+    request: Mapping[str, Any],
+    budget: SolveBudget,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Solve one ``POST /srn/solve`` request.
 
     Parameters
@@ -333,6 +371,10 @@ def solve_srn(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]
         The validated request body (see :class:`app.schemas.SrnSolveRequest`).
     budget : SolveBudget
         Limits to apply.
+    progress : callable, optional
+        Called with ``{"stage": ..., "states": ..., "edges": ..., "iterations": ...,
+        "residual": ...}`` (the keys known so far) as the solve moves on; the jobs of
+        ``/srn/jobs`` report it.
 
     Returns
     -------
@@ -346,12 +388,21 @@ def solve_srn(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]
     ProblemError, srn.SRNError
         On an invalid model or a limit reached.
     """
+    request = with_net(
+        request,
+        srn.PnmlLimits(max_bytes=budget.max_pnml_bytes, max_elements=budget.max_pnml_elements),
+    )
     _check_sizes(request, budget)
     with _engine_errors():
-        return _solve(request, budget)
+        return _solve(request, budget, progress or (lambda _: None))
 
 
-def _solve(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]:
+def _solve(
+    request: Mapping[str, Any],
+    budget: SolveBudget,
+    progress: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:
+    progress({"stage": "exploring"})
     net = srn.Net.from_dict(request["net"])
     compiled = srn.compile_net(net, budget.limits())
     initial = request.get("initial")
@@ -368,6 +419,7 @@ def _solve(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]:
         if budget.in_process and exc.limit in _MOVE_TO_POOL:
             raise SolveTooLarge from exc
         raise
+    progress({"stage": "solving", "states": graph.n_states, "edges": graph.n_edges})
     Q = graph.generator()
     analysis = request.get("analysis", "steady-state")
     measures_spec = request.get("measures") or {}
@@ -389,6 +441,13 @@ def _solve(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]:
     )
     if analysis == "steady-state":
         solution = srn.steady_state(Q, time_limit=budget.time_limit_s)
+        progress(
+            {
+                "stage": "measures",
+                "iterations": int(solution.iterations),
+                "residual": float(solution.residual),
+            }
+        )
         pi = solution.probabilities
         result["steady_state"] = {
             "residual": float(solution.residual),
@@ -399,13 +458,20 @@ def _solve(request: Mapping[str, Any], budget: SolveBudget) -> dict[str, Any]:
         distribution: Any = pi
     elif analysis == "transient":
         times = np.asarray(request["times"], dtype=float)
-        _too_large(budget, _max_exit_rate(Q) * float(times.max(initial=0.0)) * max(Q.nnz, 1))
+        # Accumulated rewards take a second, cumulative pass of uniformisation.
+        passes = 2 if measures_spec.get("rewards") else 1
+        _too_large(
+            budget, passes * _max_exit_rate(Q) * float(times.max(initial=0.0)) * max(Q.nnz, 1)
+        )
         sol = srn.transient(Q, times, graph.initial_distribution)
+        integrals = None
+        if measures_spec.get("rewards"):
+            integrals = srn.cumulative_transient(Q, times, graph.initial_distribution).integrals
         result["transient"] = {
             "times": sol.times.tolist(),
             "error_bound": _json(sol.error_bound),
             "method": sol.method,
-            "measures": _measures(graph, sol.probabilities, measures_spec),
+            "measures": _measures(graph, sol.probabilities, measures_spec, integrals),
         }
         distribution = sol.probabilities
     else:

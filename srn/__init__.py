@@ -25,7 +25,16 @@ from .errors import (
     VanishingLoopError,
 )
 from .net import Limits, Net, Place, Transition, immediate, timed
+from .pnml import PnmlError, PnmlLimits, read_pnml, write_pnml
 from .reachability import ReachabilityGraph, reachability_graph
+from .rewards import (
+    AccumulatedReward,
+    CumulativeSolution,
+    Reward,
+    accumulated_reward,
+    cumulative_transient,
+    reward_rate,
+)
 from .solvers import (
     AbsorptionTime,
     SteadyState,
@@ -38,7 +47,9 @@ from .solvers import (
 __all__ = [
     "AbsorptionError",
     "AbsorptionTime",
+    "AccumulatedReward",
     "CompiledNet",
+    "CumulativeSolution",
     "EvaluationError",
     "ExpressionError",
     "LimitExceededError",
@@ -47,17 +58,25 @@ __all__ = [
     "NetDefinitionError",
     "NotErgodicError",
     "Place",
+    "PnmlError",
+    "PnmlLimits",
     "ReachabilityGraph",
+    "Reward",
     "SRNError",
     "SteadyState",
     "TransientSolution",
     "Transition",
     "VanishingLoopError",
+    "accumulated_reward",
     "compile_net",
+    "cumulative_transient",
     "immediate",
     "reachability_graph",
+    "read_pnml",
+    "reward_rate",
     "steady_state",
     "time_to_absorption",
     "timed",
     "transient",
+    "write_pnml",
 ]

@@ -199,6 +199,8 @@ async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
             max_distribution_states=limits.max_distribution_states,
             time_limit_s=limits.solve_timeout_s,
             max_vanishing=limits.max_vanishing,
+            max_pnml_elements=limits.max_pnml_elements,
+            max_pnml_bytes=limits.max_body_bytes,
         )
         small = dataclasses.replace(
             full,

@@ -25,6 +25,7 @@ TEST_SETTINGS: dict[str, Any] = {
     "max_states": 5_000,
     "max_expression_length": 200,
     "inprocess_max_states": 50,
+    "database_url": "sqlite://",  # jobs in memory, never in the user's data directory
 }
 
 

@@ -13,6 +13,7 @@ REQUEST_BODIES = {
     "solve_nic_queue",
     "compute_transfer_time",
     "solve_srn",
+    "submit_srn_job",
 }
 
 
@@ -41,6 +42,9 @@ def test_operation_ids_are_stable_and_unique() -> None:
         "solve_nic_queue",
         "compute_transfer_time",
         "solve_srn",
+        "submit_srn_job",
+        "get_srn_job",
+        "cancel_srn_job",
         "get_health",
         "get_readiness",
         "get_metrics",
