@@ -26,12 +26,22 @@ The whole method -- end-system SRNs, NIC queue, transfer -- in one call::
     )
     r.bottleneck.rate_bps, r.service.rate_per_s, r.queue_at_rate.loss_probability
 
+Send a real file with RBUDP (UDP blasts, a TCP control connection for the bitmap of
+missing packets, SHA-256 at the end)::
+
+    from transport import Receiver, send_file
+
+    with Receiver("incoming/", port=9000) as rx:      # on the receiving host
+        rx.serve_one()
+    send_file("data.bin", "receiver.example", 9000, rate_bps=800e6)   # on the sender
+
 Conventions: S = file size + ceil(file size / S_pkt) * header bytes (32 by default),
 rounds = ceil(N_resend) + 1, loss >= 1 never completes (``completes`` False, ``None`` in
 ``to_dict()``), and the search is a deterministic global scan plus refinement to 0.1 Mbps.
 """
 
 from .bottleneck import BottleneckRate, LossFunction, TransferCurve, effective_bottleneck_rate
+from .control import ControlError
 from .errors import NoCompletingRateError, TransportParameterError
 from .pipeline import NicService, PipelineResult, workload_bottleneck_rate
 from .rbudp import (
@@ -41,19 +51,43 @@ from .rbudp import (
     total_size_bytes,
     transfer_time,
 )
+from .receiver import (
+    DeterministicDrop,
+    ReceiveError,
+    Receiver,
+    ReceiveReport,
+    ReceiverLimits,
+    safe_file_name,
+)
+from .sender import RoundReport, SendError, SendReport, send_file
+from .wire import HEADER_BYTES, DatagramCodec, WireError
 
 __all__ = [
     "DEFAULT_HEADER_BYTES",
     "DEFAULT_PACKET_PAYLOAD_BYTES",
+    "HEADER_BYTES",
     "BottleneckRate",
+    "ControlError",
+    "DatagramCodec",
+    "DeterministicDrop",
     "LossFunction",
     "NicService",
     "NoCompletingRateError",
     "PipelineResult",
+    "ReceiveError",
+    "ReceiveReport",
+    "Receiver",
+    "ReceiverLimits",
+    "RoundReport",
+    "SendError",
+    "SendReport",
     "TransferCurve",
     "TransferTime",
     "TransportParameterError",
+    "WireError",
     "effective_bottleneck_rate",
+    "safe_file_name",
+    "send_file",
     "total_size_bytes",
     "transfer_time",
     "workload_bottleneck_rate",

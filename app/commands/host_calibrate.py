@@ -1,0 +1,255 @@
+"""``blastrate calibrate``: measure this host's service rates and store them as a profile.
+
+Runs the paper's representative tasks (§III) through :mod:`host.calibration`: the
+receive path of ``blastrate receive`` (the same datagram check and store, N datagrams
+per wake-up) for mu_net, the random-line reader with the page cache defeated for
+mu_io_cpu and mu_disk, and the real socket buffer K in datagrams.  Every figure is the
+mean of several runs, reported with its spread.  The profile goes to the profile store
+(``host.store.ProfileStore``) with the full measurement as provenance.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from app.units import QuantityError, parse_bitrate, parse_size
+from host import HostProfile, WorkloadError
+from host.calibration import (
+    Spread,
+    calibrated_profile,
+    measure_buffer_packets,
+    measure_io_service,
+    measure_net_service,
+)
+from transport import HEADER_BYTES, DatagramCodec
+
+__all__ = ["calibrate", "receive_path"]
+
+
+def _fail(field: str, reason: str, status: int) -> NoReturn:
+    click.echo(f"blastrate: error: {field}: {reason}", err=True)
+    sys.exit(status)
+
+
+def receive_path(payload_bytes: int, packets: int = 1024) -> tuple[list[bytes], Any]:
+    """Datagrams of a transfer and the receiver's per-datagram work on them.
+
+    The work is what :class:`transport.Receiver` does to each datagram: check it with the
+    session's codec, copy its payload into the file's memory, mark it received.
+
+    Returns
+    -------
+    datagrams : list of bytes
+        ``packets`` valid datagrams of ``payload_bytes`` of payload.
+    process : callable
+        ``process(view)``, the per-datagram work.
+    """
+    size = packets * payload_bytes
+    codec = DatagramCodec(0x5EED, os.urandom(8), size, payload_bytes)
+    data = os.urandom(size)
+    datagrams = [
+        codec.encode(i, 1, data[i * payload_bytes : (i + 1) * payload_bytes])
+        for i in range(packets)
+    ]
+    store = bytearray(size)
+    have = bytearray(packets)
+
+    def process(view: memoryview) -> None:
+        decoded = codec.decode(view)
+        if decoded is None:
+            return
+        seq, payload = decoded
+        offset = seq * payload_bytes
+        store[offset : offset + len(payload)] = payload
+        have[seq] = 1
+
+    return datagrams, process
+
+
+def _spread_row(table: Table, name: str, unit: str, s: Spread, scale: float = 1.0) -> None:
+    table.add_row(
+        name,
+        unit,
+        f"{s.mean / scale:.6g}",
+        f"{s.std / scale:.3g}",
+        f"{s.min / scale:.6g}",
+        f"{s.max / scale:.6g}",
+        f"{100 * s.cv:.1f}%",
+    )
+
+
+@click.command("calibrate")
+@click.option("--name", required=True, help="Name of the host profile to store.")
+@click.option(
+    "--runs",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1, 100),
+    help="Repetitions of each task.",
+)
+@click.option(
+    "--seconds",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 600),
+    help="Length of a network run (s).",
+)
+@click.option(
+    "--reads",
+    default=2000,
+    show_default=True,
+    type=click.IntRange(10, 10**7),
+    help="Random-line reads per I/O run.",
+)
+@click.option(
+    "--file-size", default="256MiB", show_default=True, help="Size of the I/O task's file."
+)
+@click.option(
+    "--dir",
+    "directory",
+    default=None,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the I/O task's file goes (on the disk to measure) [default: temp dir].",
+)
+@click.option(
+    "--batch",
+    default=16,
+    show_default=True,
+    type=click.IntRange(1, 4096),
+    help="Datagrams per wake-up (N).",
+)
+@click.option(
+    "--payload",
+    default=1468,
+    show_default=True,
+    type=click.IntRange(1, 65_000),
+    help="Payload per datagram.",
+)
+@click.option(
+    "--rcvbuf",
+    default=None,
+    help="SO_RCVBUF of the receiving socket for K [default: system default].",
+)
+@click.option(
+    "--line-rate",
+    default="measure",
+    show_default=True,
+    help="Line rate for the profile: 'measure' (the back-to-back sender's rate) or a rate.",
+)
+@click.option("--no-store", is_flag=True, help="Measure and print only.")
+@click.option("--json", "as_json", is_flag=True, help="Print the measurement as JSON.")
+def calibrate(
+    name: str,
+    runs: int,
+    seconds: float,
+    reads: int,
+    file_size: str,
+    directory: Path | None,
+    batch: int,
+    payload: int,
+    rcvbuf: str | None,
+    line_rate: str,
+    no_store: bool,
+    as_json: bool,
+) -> None:
+    """Measure mu_net, mu_io_cpu, mu_disk and K on this host and store profile NAME."""
+    try:
+        file_bytes = parse_size(file_size, "file_size")
+        buffer = None if rcvbuf is None else parse_size(rcvbuf, "rcvbuf")
+        fixed_line = None if line_rate == "measure" else parse_bitrate(line_rate, "line_rate")
+    except QuantityError as exc:
+        _fail(exc.field, str(exc).split(": ", 1)[-1], 2)
+    if len(os.sched_getaffinity(0)) < 2:
+        _fail("cpus", "calibration needs two cores: the receiver's and the sender's", 2)
+    console = Console(stderr=True)
+    started = time.time()
+    try:
+        with console.status("calibrating") as status:
+            status.update("socket buffer K")
+            k = measure_buffer_packets(HEADER_BYTES + payload, rcvbuf_bytes=buffer)
+            datagrams, process = receive_path(payload)
+            status.update(f"receive path: {runs} runs of {seconds:g} s")
+            net = measure_net_service(
+                batch_packets=batch,
+                payload_bytes=payload,
+                datagrams=datagrams,
+                process=process,
+                runs=runs,
+                seconds=seconds,
+            )
+            status.update(f"I/O task: {runs} runs of {reads} random lines")
+            io = measure_io_service(
+                directory=directory, file_bytes=file_bytes, runs=runs, reads=reads
+            )
+    except (OSError, ValueError, RuntimeError) as exc:
+        _fail("calibration", str(exc), 1)
+    except KeyboardInterrupt:
+        _fail("calibration", "interrupted", 130)
+    line = fixed_line if fixed_line is not None else net.sender_rate_bps.mean
+    try:
+        profile: HostProfile = calibrated_profile(
+            name, net, io, buffer_packets=k, line_rate_bps=line
+        )
+    except WorkloadError as exc:
+        _fail(exc.field or "name", str(exc), 2)
+    provenance: dict[str, Any] = {
+        "method": "blastrate calibrate (host.calibration, paper §III representative tasks)",
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "started_unix": started,
+        "duration_s": time.time() - started,
+        "load_average": list(os.getloadavg()),
+        "buffer_packets": k,
+        "rcvbuf_bytes": buffer,
+        "line_rate_source": "measured sender" if fixed_line is None else "given",
+        "net": net.to_dict(),
+        "io": io.to_dict(),
+    }
+    stored = False
+    if not no_store:
+        try:
+            from host.store import ProfileStore  # the profile store (host-live)
+        except ImportError:
+            _fail("store", "this build has no profile store (host.store); use --no-store --json", 1)
+        try:
+            ProfileStore().put(profile, provenance=provenance)
+        except WorkloadError as exc:
+            _fail(exc.field or "name", str(exc), 2)
+        except Exception as exc:  # the store's own failure (database unreachable, ...)
+            _fail("store", f"{type(exc).__name__}: {exc}", 1)
+        stored = True
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"profile": profile.to_dict(), "stored": stored, "provenance": provenance}, indent=2
+            )
+        )
+        return
+    table = Table(title=f"calibration of {platform.node()} ({runs} runs)")
+    for col in ("rate", "unit", "mean", "std", "min", "max", "CV"):
+        table.add_column(col, justify="right")
+    _spread_row(table, "mu_net", "1/s", net.mu_net)
+    _spread_row(table, "mu_io_cpu", "1/s", io.mu_io_cpu)
+    _spread_row(table, "mu_disk", "1/s", io.mu_disk)
+    _spread_row(table, "sender rate", "Mbps", net.sender_rate_bps, 1e6)
+    _spread_row(table, "full wake-ups", "share", net.full_fraction)
+    Console().print(table)
+    click.echo(
+        f"K = {k} datagrams of {HEADER_BYTES + payload} bytes; N = {batch}; I/O via {io.method}"
+    )
+    click.echo(f"profile {name!r} {'stored' if stored else 'not stored (--no-store)'}")
+
+
+if __name__ == "__main__":  # until the lead registers it: python -m app.commands.host_calibrate
+    calibrate()

@@ -1,0 +1,219 @@
+"""``blastrate send``, ``receive`` and ``calibrate`` as Click commands, over loopback only."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+from click.testing import CliRunner
+
+from app.commands.host_calibrate import calibrate
+from app.commands.transfer import receive, send
+from transport import Receiver, ReceiverLimits, SendError, send_file
+
+LIMITS = ReceiverLimits(total_timeout_s=30, idle_timeout_s=10, accept_timeout_s=10)
+
+
+def _file(tmp_path: Path, size: int = 50_000) -> Path:
+    p = tmp_path / "payload.bin"
+    p.write_bytes(hashlib.shake_256(b"cli").digest(size))
+    return p
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def _serve_in_thread(rx: Receiver) -> threading.Thread:
+    t = threading.Thread(target=rx.serve_one, daemon=True)
+    t.start()
+    return t
+
+
+def test_send_fixed_rate_json(tmp_path: Path) -> None:
+    src = _file(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    with Receiver(out, limits=LIMITS) as rx:
+        t = _serve_in_thread(rx)
+        result = CliRunner().invoke(
+            send, [str(src), "--to", f"127.0.0.1:{rx.port}", "--rate", "100Mbps", "--json"]
+        )
+        t.join(timeout=30)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["digest_ok"] and report["rate_bps"] == 100e6 and report["rate_source"] == "fixed"
+    assert report["rounds"][0]["packets_sent"] == -(-50_000 // 1468)
+    assert (out / "payload.bin").read_bytes() == src.read_bytes()
+
+
+class _Advice(BaseHTTPRequestHandler):
+    queries: list[dict[str, list[str]]] = []  # noqa: RUF012 - shared by the test on purpose
+
+    def do_GET(self) -> None:
+        url = urlparse(self.path)
+        type(self).queries.append({"path": [url.path], **parse_qs(url.query)})
+        body = json.dumps({"effective_bottleneck_rate_bps": 250e6}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_send_rate_auto_asks_the_receivers_service(tmp_path: Path) -> None:
+    src = _file(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    server = HTTPServer(("127.0.0.1", 0), _Advice)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with Receiver(out, limits=LIMITS) as rx:
+            t = _serve_in_thread(rx)
+            result = CliRunner().invoke(
+                send,
+                [
+                    str(src),
+                    "--to",
+                    f"127.0.0.1:{rx.port}",
+                    "--service",
+                    f"http://127.0.0.1:{server.server_port}",
+                    "--propagation-delay",
+                    "2ms",
+                    "--json",
+                ],
+            )
+            t.join(timeout=30)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["rate_bps"] == 250e6 and report["rate_source"] == "auto"
+    q = _Advice.queries[-1]
+    assert q["path"] == ["/bottleneck-rate"]
+    assert q["workload"] == ["live"]
+    assert q["file_size"] == ["50000"]
+    assert float(q["propagation_delay"][0]) == 0.002
+
+
+def test_send_rate_auto_unreachable_service_exits_4(tmp_path: Path) -> None:
+    src = _file(tmp_path)
+    port = _free_port()
+    result = CliRunner().invoke(
+        send,
+        [
+            str(src),
+            "--to",
+            "127.0.0.1:9",
+            "--service",
+            f"http://127.0.0.1:{port}",
+            "--propagation-delay",
+            "1ms",
+        ],
+    )
+    assert result.exit_code == 4
+    assert result.stderr.startswith("blastrate: error: service: cannot reach")
+
+
+def test_send_bad_inputs_exit_2(tmp_path: Path) -> None:
+    src = _file(tmp_path)
+    r = CliRunner().invoke(send, [str(src), "--to", "nohostport", "--rate", "1Mbps"])
+    assert r.exit_code == 2 and "blastrate: error: to:" in r.stderr
+    r = CliRunner().invoke(send, [str(src), "--to", "127.0.0.1:9", "--rate", "fast"])
+    assert r.exit_code == 2 and "blastrate: error: rate:" in r.stderr
+    r = CliRunner().invoke(send, [str(tmp_path / "none"), "--to", "127.0.0.1:9", "--rate", "max"])
+    assert r.exit_code == 2 and "blastrate: error: file:" in r.stderr
+
+
+def test_receive_command_takes_one_file(tmp_path: Path) -> None:
+    src = _file(tmp_path, 30_000)
+    out = tmp_path / "out"
+    out.mkdir()
+    port = _free_port()
+    errors: list[BaseException] = []
+
+    def sender() -> None:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                send_file(src, "127.0.0.1", port, rate_bps=None, total_timeout_s=20)
+                return
+            except SendError as exc:
+                if exc.field != "to" or time.monotonic() > deadline:
+                    errors.append(exc)
+                    return
+                time.sleep(0.05)
+
+    t = threading.Thread(target=sender, daemon=True)
+    t.start()
+    result = CliRunner().invoke(
+        receive,
+        [
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--output",
+            str(out),
+            "--wait",
+            "15s",
+            "--json",
+        ],
+    )
+    t.join(timeout=30)
+    assert not errors
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["size"] == 30_000 and report["rounds"] == 1
+    assert (out / "payload.bin").read_bytes() == src.read_bytes()
+
+
+def test_receive_bad_output_exit_2(tmp_path: Path) -> None:
+    r = CliRunner().invoke(receive, ["--port", "9", "--output", str(tmp_path / "missing")])
+    assert r.exit_code == 2 and "blastrate: error: output:" in r.stderr
+
+
+def test_calibrate_quick_no_store(tmp_path: Path) -> None:
+    r = CliRunner().invoke(
+        calibrate,
+        [
+            "--name",
+            "test-host",
+            "--runs",
+            "2",
+            "--seconds",
+            "0.2",
+            "--reads",
+            "50",
+            "--file-size",
+            "1MiB",
+            "--dir",
+            str(tmp_path),
+            "--no-store",
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    profile = doc["profile"]
+    assert profile["name"] == "test-host" and not doc["stored"]
+    assert profile["mu_net"] > 0 and profile["mu_io_cpu"] > 0 and profile["mu_disk"] > 0
+    assert profile["buffer_packets"] >= 1 and profile["coalesce_packets"] == min(
+        16, profile["buffer_packets"]
+    )
+    assert len(doc["provenance"]["net"]["mu_net"]["samples"]) == 2
+    assert list(tmp_path.iterdir()) == []  # the I/O task's file was removed

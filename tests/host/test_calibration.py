@@ -1,0 +1,93 @@
+"""host.calibration: the spread statistics against the standard library's, the measured
+socket buffer against the kernel's accounting, and the I/O task's bookkeeping.  Short
+runs only (fractions of a second); loopback only."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from host.calibration import (
+    Spread,
+    calibrated_profile,
+    measure_buffer_packets,
+    measure_io_service,
+    measure_net_service,
+    write_line_file,
+)
+
+
+@given(st.lists(st.floats(1e-3, 1e6), min_size=1, max_size=30))
+def test_spread_matches_statistics(xs: list[float]) -> None:
+    s = Spread.of(xs)
+    assert s.mean == pytest.approx(statistics.fmean(xs), rel=1e-12)
+    assert s.std == (
+        pytest.approx(statistics.stdev(xs), rel=1e-9, abs=1e-12) if len(xs) > 1 else 0.0
+    )
+    assert s.min == min(xs) and s.max == max(xs)
+    assert s.cv == pytest.approx(s.std / s.mean, rel=1e-12)
+    assert s.min <= s.mean <= s.max or math.isclose(s.min, s.max)
+
+
+def test_buffer_packets_grow_with_rcvbuf_and_respect_the_byte_budget() -> None:
+    # Linux doubles SO_RCVBUF and charges each datagram at least its own bytes, so a
+    # socket can never hold more than 2 * rcvbuf / datagram datagrams (socket(7)).
+    small = measure_buffer_packets(1500, rcvbuf_bytes=16_384)
+    large = measure_buffer_packets(1500, rcvbuf_bytes=262_144)
+    assert 1 <= small < large
+    assert large <= 2 * 262_144 // 1500 + 1
+    assert small <= 2 * 16_384 // 1500 + 1
+
+
+def test_net_service_short_run_is_consistent() -> None:
+    net = measure_net_service(batch_packets=4, payload_bytes=200, runs=2, seconds=0.2)
+    assert len(net.mu_net.samples) == 2
+    assert net.mu_net.mean > 0 and net.sender_rate_bps.mean > 0
+    # The thread's CPU time never exceeds the wall time, so per run the rate per CPU
+    # second is at least the rate per wall second.
+    assert all(m >= w for m, w in zip(net.mu_net.samples, net.wall_rate.samples, strict=True))
+    assert 0.0 <= net.full_fraction.mean <= 1.0
+
+
+def test_io_service_short_run_and_cleanup(tmp_path: Path) -> None:
+    io = measure_io_service(directory=tmp_path, file_bytes=2**20, runs=2, reads=20)
+    assert io.method in {"O_DIRECT", "fadvise"}
+    assert io.file_bytes == 2**20
+    assert io.mu_io_cpu.mean > 0 and io.mu_disk.mean > 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_line_file_layout(tmp_path: Path) -> None:
+    path = tmp_path / "lines.txt"
+    assert write_line_file(path, 128 * 100 + 5) == 100
+    data = path.read_bytes()
+    assert len(data) == 128 * 100
+    lines = data.split(b"\n")[:-1]
+    assert len(lines) == 100 and all(len(line) == 127 for line in lines)
+    assert int(lines[42].split()[0]) == 42
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError):
+        measure_buffer_packets(0)
+    with pytest.raises(ValueError):
+        measure_net_service(batch_packets=0)
+    with pytest.raises(ValueError):
+        measure_io_service(file_bytes=10)
+
+
+def test_calibrated_profile_uses_the_means() -> None:
+    net = measure_net_service(batch_packets=8, payload_bytes=1468, runs=1, seconds=0.1)
+
+    class _Io:  # the two rates are all the profile takes from the I/O calibration
+        mu_io_cpu = Spread.of([5000.0, 7000.0])
+        mu_disk = Spread.of([900.0, 1100.0])
+
+    p = calibrated_profile("here", net, _Io(), buffer_packets=90, line_rate_bps=2e9)  # type: ignore[arg-type]
+    assert (p.mu_io_cpu, p.mu_disk, p.mu_net) == (6000.0, 1000.0, net.mu_net.mean)
+    assert (p.buffer_packets, p.coalesce_packets, p.packet_payload_bytes) == (90, 8, 1468)

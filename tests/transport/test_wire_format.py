@@ -1,0 +1,152 @@
+"""The datagram and control formats: round trips, and rejection of every mutation the
+checks are meant to catch.
+
+Reference for the mutation property: a CRC-32 (generator polynomial of degree 32 with a
+non-zero constant term) detects every error burst of length <= 32 bits (Peterson and
+Brown, "Cyclic Codes for Error Detection", Proc. IRE 49(1), 1961).  Any change confined
+to 4 consecutive bytes of a datagram is such a burst, so decode must reject it; no
+probabilistic slack is needed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transport import DatagramCodec, WireError
+from transport.control import ControlError, decode_bitmap, encode_bitmap
+from transport.wire import HEADER_BYTES, KEY_BYTES
+
+
+@st.composite
+def datagrams(draw):
+    payload_bytes = draw(st.integers(1, 2000))
+    size = draw(st.integers(1, 50 * payload_bytes))
+    codec = DatagramCodec(
+        draw(st.integers(0, 2**64 - 1)),
+        draw(st.binary(min_size=KEY_BYTES, max_size=KEY_BYTES)),
+        size,
+        payload_bytes,
+    )
+    seq = draw(st.integers(0, codec.packet_count - 1))
+    payload = draw(
+        st.binary(min_size=codec.payload_length(seq), max_size=codec.payload_length(seq))
+    )
+    round_ = draw(st.integers(0, 2**16 - 1))
+    return codec, seq, round_, payload
+
+
+@given(datagrams())
+def test_round_trip(case) -> None:
+    codec, seq, round_, payload = case
+    d = codec.encode(seq, round_, payload)
+    assert len(d) == HEADER_BYTES + len(payload)
+    got = codec.decode(d)
+    assert got is not None
+    assert got[0] == seq and bytes(got[1]) == payload
+
+
+@given(datagrams(), st.data())
+def test_any_burst_of_up_to_four_bytes_is_rejected(case, data) -> None:
+    codec, seq, round_, payload = case
+    d = bytearray(codec.encode(seq, round_, payload))
+    start = data.draw(st.integers(0, len(d) - 1))
+    width = data.draw(st.integers(1, min(4, len(d) - start)))
+    mask = data.draw(st.binary(min_size=width, max_size=width).filter(any))
+    for i, m in enumerate(mask):
+        d[start + i] ^= m
+    assert codec.decode(d) is None
+
+
+@given(datagrams(), st.data())
+def test_truncated_or_extended_is_rejected(case, data) -> None:
+    codec, seq, round_, payload = case
+    d = codec.encode(seq, round_, payload)
+    cut = data.draw(st.integers(0, len(d) - 1))
+    assert codec.decode(d[:cut]) is None
+    assert codec.decode(d + data.draw(st.binary(min_size=1, max_size=8))) is None
+
+
+@given(datagrams())
+def test_other_session_or_token_is_rejected(case) -> None:
+    codec, seq, round_, payload = case
+    d = codec.encode(seq, round_, payload)
+    other_session = DatagramCodec(
+        codec.session ^ 1, codec.key, codec.file_size, codec.payload_bytes
+    )
+    other_key = DatagramCodec(
+        codec.session, bytes(b ^ 0xFF for b in codec.key), codec.file_size, codec.payload_bytes
+    )
+    assert other_session.decode(d) is None
+    assert other_key.decode(d) is None
+
+
+@given(st.binary(max_size=3000))
+def test_random_bytes_never_raise(junk: bytes) -> None:
+    codec = DatagramCodec(1, bytes(KEY_BYTES), 10_000, 1468)
+    assert codec.decode(junk) is None
+
+
+def test_codec_parameters_checked() -> None:
+    with pytest.raises(WireError) as e:
+        DatagramCodec(1, b"short", 10, 10)
+    assert e.value.field == "key"
+    with pytest.raises(WireError) as e:
+        DatagramCodec(1, bytes(KEY_BYTES), 10, 0)
+    assert e.value.field == "payload_bytes"
+    with pytest.raises(WireError) as e:
+        DatagramCodec(1, bytes(KEY_BYTES), 2**32 * 10 + 1, 10)
+    assert e.value.field == "file_size"
+    codec = DatagramCodec(1, bytes(KEY_BYTES), 10, 4)
+    with pytest.raises(WireError) as e:
+        codec.encode(2, 1, b"abc")  # the last packet carries 2 bytes
+    assert e.value.field == "payload"
+
+
+@settings(max_examples=200)
+@given(st.lists(st.booleans(), max_size=200))
+def test_bitmap_round_trip(bits: list[bool]) -> None:
+    mask = np.array(bits, dtype=bool)
+    assert np.array_equal(decode_bitmap(encode_bitmap(mask), mask.size), mask)
+
+
+def test_bitmap_rejects_padding_bits_and_wrong_length() -> None:
+    with pytest.raises(ControlError):
+        decode_bitmap(b"\x80", 7)  # bit 7 is beyond 7 packets
+    with pytest.raises(ControlError):
+        decode_bitmap(b"\x00\x00", 7)
+
+
+def test_control_frames_over_the_limit_or_unknown_are_refused() -> None:
+    import socket
+    import struct
+
+    from transport.control import MAX_JSON_BYTES, ControlChannel, MessageKind
+
+    a, b = socket.socketpair()
+    rx = ControlChannel(b, max_bitmap_bytes=16, timeout_s=2)
+    try:
+        a.sendall(struct.pack("!BI", MessageKind.HELLO, MAX_JSON_BYTES + 1))
+        with pytest.raises(ControlError) as e:
+            rx.receive()
+        assert e.value.field == "frame"
+        a.sendall(struct.pack("!BI", 99, 0))
+        with pytest.raises(ControlError) as e:
+            rx.receive()
+        assert "unknown" in e.value.reason
+        a.sendall(struct.pack("!BI", MessageKind.MISSING, 17))
+        with pytest.raises(ControlError):
+            rx.receive()
+        a.sendall(struct.pack("!BI", MessageKind.HELLO, 3) + b"[1]")
+        with pytest.raises(ControlError) as e:
+            rx.expect_json(MessageKind.HELLO)
+        assert "object" in e.value.reason
+        a.sendall(struct.pack("!BI", MessageKind.HELLO, 10))  # and then silence
+        with pytest.raises(ControlError) as e:
+            rx.receive(timeout_s=0.2)
+        assert e.value.field == "timeout_s"
+    finally:
+        a.close()
+        rx.close()

@@ -1,0 +1,462 @@
+"""The RBUDP sender: blast a file over UDP at a paced rate, resend what the receiver
+reports missing, until nothing is (He, Leigh, Yu and DeFanti, "Reliable Blast UDP", 2002).
+
+Pacing.  Packet k of a blast is due at ``t0 + k * 8 * S_pkt / rate`` on the monotonic
+clock.  Before each packet the sender checks the clock: if the packet is due more than
+1.5 ms from now it sleeps until 1 ms before (the kernel's sleep overshoots by tens of
+microseconds to a millisecond on a busy host), then busy-waits the rest, so the
+schedule holds to a few microseconds while the sender keeps up.  When it falls behind
+(the sender's own CPU is the limit) it sends back to back until it is on schedule again,
+but never owes more than :data:`MAX_BURST_PACKETS`: an older debt is forgiven, so a
+stall does not turn into a burst that a receiver could not take.  The rate each blast
+actually achieved is in the report (``achieved_rate_bps``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .control import ControlChannel, ControlError, MessageKind
+from .rbudp import DEFAULT_PACKET_PAYLOAD_BYTES
+from .wire import KEY_BYTES, MAX_PAYLOAD_BYTES, DatagramCodec, WireError
+
+__all__ = [
+    "MAX_BURST_PACKETS",
+    "RoundReport",
+    "SendError",
+    "SendReport",
+    "blast",
+    "send_file",
+]
+
+#: Most packets the pacer sends back to back to catch up with its schedule.
+MAX_BURST_PACKETS = 32
+_SLEEP_THRESHOLD_S = 1.5e-3
+_SLEEP_MARGIN_S = 1e-3
+
+
+class SendError(Exception):
+    """A transfer could not start or did not finish.
+
+    Attributes
+    ----------
+    field : str
+        The offending argument or the limit hit (``"file"``, ``"rate"``,
+        ``"max_rounds"``, ``"total_timeout_s"``, ``"sha256"``, or a field the receiver
+        named when it refused the file).
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """One blast and the receiver's answer.
+
+    Attributes
+    ----------
+    round : int
+        1 for the first blast.
+    packets_sent, bytes_sent : int
+        Datagrams sent and their payload bytes.
+    missing_after : int
+        Packets still missing once this blast was over.
+    loss : float
+        ``missing_after`` over the packets of this blast (what this round lost).
+    blast_s : float
+        Duration of the blast (s).
+    achieved_rate_bps : float
+        Payload bits sent over ``blast_s`` (bit/s).
+    """
+
+    round: int
+    packets_sent: int
+    bytes_sent: int
+    missing_after: int
+    loss: float
+    blast_s: float
+    achieved_rate_bps: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "round": self.round,
+            "packets_sent": self.packets_sent,
+            "bytes_sent": self.bytes_sent,
+            "missing_after": self.missing_after,
+            "loss": self.loss,
+            "blast_s": self.blast_s,
+            "achieved_rate_bps": self.achieved_rate_bps,
+        }
+
+
+@dataclass
+class SendReport:
+    """What one transfer did.
+
+    Attributes
+    ----------
+    name : str
+        File name sent to the receiver.
+    size : int
+        File size (bytes).
+    packets : int
+        Datagrams the file takes.
+    rate_bps : float or None
+        Target sending rate of payload (bit/s); None = unpaced (as fast as possible).
+    rounds : list of RoundReport
+        Every blast.
+    transfer_s : float
+        From the start of the first blast to the receiver's report that nothing is
+        missing (s): what the RBUDP model's T predicts.
+    total_s : float
+        From connecting to the receiver's digest check (s).
+    sha256 : str
+        Digest of the file sent (hex).
+    receiver_sha256 : str
+        Digest of the file the receiver wrote (hex).
+    """
+
+    name: str
+    size: int
+    packets: int
+    rate_bps: float | None
+    rounds: list[RoundReport] = field(default_factory=list)
+    transfer_s: float = 0.0
+    total_s: float = 0.0
+    sha256: str = ""
+    receiver_sha256: str = ""
+
+    @property
+    def digest_ok(self) -> bool:
+        """True when the receiver's digest equals the sender's."""
+        return bool(self.sha256) and self.sha256 == self.receiver_sha256
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "name": self.name,
+            "size": self.size,
+            "packets": self.packets,
+            "rate_bps": self.rate_bps,
+            "rounds": [r.to_dict() for r in self.rounds],
+            "bytes_sent": sum(r.bytes_sent for r in self.rounds),
+            "transfer_s": self.transfer_s,
+            "total_s": self.total_s,
+            "sha256": self.sha256,
+            "receiver_sha256": self.receiver_sha256,
+            "digest_ok": self.digest_ok,
+        }
+
+
+def blast(
+    send: Callable[[bytes], Any],
+    datagrams: Callable[[int], bytes],
+    seqs: NDArray[np.int64],
+    *,
+    packet_bits: float,
+    rate_bps: float | None,
+    deadline: float,
+    max_burst_packets: int = MAX_BURST_PACKETS,
+) -> float:
+    """Send ``datagrams(seq)`` for every ``seq`` in ``seqs``, paced at ``rate_bps``.
+
+    Parameters
+    ----------
+    send : callable
+        Sends one datagram.
+    datagrams : callable
+        The datagram of a packet index.
+    seqs : ndarray of int
+        Packet indices, in order.
+    packet_bits : float
+        Payload bits of one full packet (8 * S_pkt): the pacing unit.
+    rate_bps : float or None
+        Payload bit rate (bit/s); None sends back to back.
+    deadline : float
+        ``time.monotonic()`` after which the blast stops with :class:`SendError`.
+    max_burst_packets : int, default 32
+        Most packets sent back to back to catch up after a stall; an older debt is
+        forgiven (the rate achieved is then below ``rate_bps``).
+
+    Returns
+    -------
+    float
+        Duration of the blast (s).
+    """
+    clock = time.monotonic
+    interval = packet_bits / rate_bps if rate_bps else 0.0
+    slack = max(1, max_burst_packets) * interval
+    t0 = clock()
+    due = t0
+    for k, seq in enumerate(seqs.tolist()):
+        if interval:
+            now = clock()
+            ahead = due - now
+            if ahead > 0.0:
+                if ahead > _SLEEP_THRESHOLD_S:
+                    time.sleep(ahead - _SLEEP_MARGIN_S)
+                while clock() < due:
+                    pass
+            elif -ahead > slack:
+                due = now - slack  # forgive the older debt
+            due += interval
+        if not k & 1023 and clock() > deadline:
+            raise SendError("total_timeout_s", "the transfer did not finish in time")
+        send(datagrams(seq))
+    return clock() - t0
+
+
+def _file_digest(view: mmap.mmap | None) -> str:
+    h = hashlib.sha256()
+    if view is not None:
+        h.update(view)
+    return h.hexdigest()
+
+
+def send_file(
+    path: str | Path,
+    host: str,
+    port: int,
+    *,
+    rate_bps: float | None,
+    payload_bytes: int = DEFAULT_PACKET_PAYLOAD_BYTES,
+    name: str | None = None,
+    emulate_delay_s: float = 0.0,
+    max_rounds: int = 1000,
+    total_timeout_s: float = 3600.0,
+    control_timeout_s: float = 60.0,
+    sndbuf_bytes: int | None = None,
+    max_burst_packets: int = MAX_BURST_PACKETS,
+    on_round: Callable[[RoundReport], None] | None = None,
+) -> SendReport:
+    """Send one file to a :class:`transport.Receiver` with RBUDP.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file to send.
+    host : str
+        Receiver address.
+    port : int
+        Receiver's TCP control port.
+    rate_bps : float or None
+        Sending rate of payload (bit/s), > 0; None = as fast as the sender can.
+    payload_bytes : int, default 1468
+        File bytes per datagram S_pkt (the datagram adds a 32-byte header).
+    name : str, optional
+        Name for the receiver (default: the file's base name).
+    emulate_delay_s : float, default 0
+        Emulated one-way propagation delay (s), as in the paper's §IV: each blast starts
+        this long after the previous feedback, and each feedback is taken this long after
+        it arrives.
+    max_rounds : int, default 1000
+        Most blasts before giving up.
+    total_timeout_s : float, default 3600
+        Longest the whole transfer may take (s).
+    control_timeout_s : float, default 60
+        Longest wait for one control message (s).
+    sndbuf_bytes : int, optional
+        SO_SNDBUF of the data socket.
+    max_burst_packets : int, default 32
+        Most packets the pacer sends back to back to catch up after a stall.
+    on_round : callable, optional
+        Called with each :class:`RoundReport` as it completes (progress).
+
+    Returns
+    -------
+    SendReport
+        Rounds, bytes, loss per round, transfer time and both digests.
+
+    Raises
+    ------
+    SendError
+        Names the argument, the limit hit or the receiver's refusal; the file was not
+        accepted (the receiver keeps nothing).
+    """
+    source = Path(path)
+    if rate_bps is not None and not (rate_bps > 0 and np.isfinite(rate_bps)):
+        raise SendError("rate", f"must be a finite positive bit rate, got {rate_bps}")
+    if not 1 <= payload_bytes <= MAX_PAYLOAD_BYTES:
+        raise SendError(
+            "payload_bytes", f"must lie in [1, {MAX_PAYLOAD_BYTES}], got {payload_bytes}"
+        )
+    if not 0 <= emulate_delay_s <= 60:
+        raise SendError("emulate_delay_s", f"must lie in [0, 60] s, got {emulate_delay_s}")
+    started = time.monotonic()
+    deadline = started + total_timeout_s
+    try:
+        fd = os.open(source, os.O_RDONLY)
+    except OSError as exc:
+        raise SendError("file", f"cannot open {str(source)!r}: {exc.strerror}") from None
+    try:
+        size = os.fstat(fd).st_size
+        view = mmap.mmap(fd, size, prot=mmap.PROT_READ) if size else None
+    finally:
+        os.close(fd)
+    try:
+        return _send(
+            view,
+            size,
+            name or source.name,
+            host,
+            port,
+            rate_bps,
+            payload_bytes,
+            emulate_delay_s,
+            max_rounds,
+            deadline,
+            control_timeout_s,
+            sndbuf_bytes,
+            max_burst_packets,
+            on_round,
+            started,
+        )
+    finally:
+        if view is not None:
+            view.close()
+
+
+def _send(
+    view: mmap.mmap | None,
+    size: int,
+    name: str,
+    host: str,
+    port: int,
+    rate_bps: float | None,
+    payload_bytes: int,
+    delay_s: float,
+    max_rounds: int,
+    deadline: float,
+    control_timeout_s: float,
+    sndbuf_bytes: int | None,
+    max_burst_packets: int,
+    on_round: Callable[[RoundReport], None] | None,
+    started: float,
+) -> SendReport:
+    try:
+        codec = DatagramCodec(
+            secrets.randbits(64), secrets.token_bytes(KEY_BYTES), size, payload_bytes
+        )
+    except WireError as exc:
+        raise SendError("file" if exc.field == "file_size" else exc.field, str(exc)) from None
+    report = SendReport(name=name, size=size, packets=codec.packet_count, rate_bps=rate_bps)
+    report.sha256 = _file_digest(view)
+    try:
+        conn = socket.create_connection((host, port), timeout=control_timeout_s)
+    except OSError as exc:
+        raise SendError("to", f"cannot connect to {host}:{port}: {exc}") from None
+    channel = ControlChannel(
+        conn, max_bitmap_bytes=8 + -(-codec.packet_count // 8), timeout_s=control_timeout_s
+    )
+    udp: socket.socket | None = None
+    try:
+        channel.send_json(
+            MessageKind.HELLO,
+            {
+                "version": 1,
+                "name": name,
+                "size": size,
+                "payload_bytes": payload_bytes,
+                "sha256": report.sha256,
+                "session": codec.session,
+                "key": codec.key.hex(),
+            },
+        )
+        _, accept = channel.expect_json(MessageKind.ACCEPT)
+        udp_port = accept.get("udp_port")
+        if isinstance(udp_port, bool) or not isinstance(udp_port, int) or not 0 < udp_port < 65536:
+            raise SendError("udp_port", f"receiver sent an invalid UDP port {udp_port!r}")
+        peer = conn.getpeername()[0]
+        udp = socket.socket(conn.family, socket.SOCK_DGRAM)
+        if sndbuf_bytes is not None:
+            udp.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf_bytes)
+        udp.connect((peer, udp_port))
+        udp.settimeout(control_timeout_s)
+
+        def datagram(seq: int) -> bytes:
+            offset = seq * payload_bytes
+            assert view is not None
+            return codec.encode(seq, round_ & 0xFFFF, view[offset : offset + payload_bytes])
+
+        seqs = np.arange(codec.packet_count, dtype=np.int64)
+        first = time.monotonic()
+        for round_ in range(1, max_rounds + 1):
+            if delay_s:
+                time.sleep(delay_s)
+            blast_s = blast(
+                udp.send,
+                datagram,
+                seqs,
+                packet_bits=8.0 * payload_bytes,
+                rate_bps=rate_bps,
+                deadline=deadline,
+                max_burst_packets=max_burst_packets,
+            )
+            channel.send_json(MessageKind.BLAST_END, {"round": round_, "sent": int(seqs.size)})
+            got_round, missing = channel.expect_missing(
+                codec.packet_count,
+                timeout_s=min(control_timeout_s, max(deadline - time.monotonic(), 0.001)),
+            )
+            if got_round != round_:
+                raise SendError("round", f"receiver answered round {got_round} to round {round_}")
+            if delay_s:
+                time.sleep(delay_s)
+            last = codec.packet_count - 1
+            sent_bytes = int(seqs.size) * payload_bytes
+            if seqs.size and seqs[-1] == last:
+                sent_bytes -= payload_bytes - codec.payload_length(last)
+            count = int(np.count_nonzero(missing))
+            r = RoundReport(
+                round=round_,
+                packets_sent=int(seqs.size),
+                bytes_sent=sent_bytes,
+                missing_after=count,
+                loss=count / seqs.size if seqs.size else 0.0,
+                blast_s=blast_s,
+                achieved_rate_bps=8.0 * sent_bytes / blast_s if blast_s > 0 else 0.0,
+            )
+            report.rounds.append(r)
+            if on_round is not None:
+                on_round(r)
+            if count == 0:
+                report.transfer_s = time.monotonic() - first
+                break
+            seqs = np.flatnonzero(missing).astype(np.int64)
+            if time.monotonic() > deadline:
+                raise SendError(
+                    "total_timeout_s", f"{count} packets still missing when time ran out"
+                )
+        else:
+            raise SendError("max_rounds", f"packets still missing after {max_rounds} rounds")
+        _, result = channel.expect_json(MessageKind.RESULT)
+        digest = result.get("sha256")
+        report.receiver_sha256 = digest if isinstance(digest, str) else ""
+        report.total_s = time.monotonic() - started
+        if not report.digest_ok or result.get("ok") is not True:
+            raise SendError(
+                "sha256",
+                f"receiver's digest {report.receiver_sha256!r} differs from {report.sha256}",
+            )
+        return report
+    except ControlError as exc:
+        raise SendError(exc.field, exc.reason) from None
+    finally:
+        if udp is not None:
+            udp.close()
+        channel.close()
