@@ -27,14 +27,24 @@ class CachedBody:
 
 
 def cache_key(kind: str, inputs: Any) -> str:
-    """A canonical key: the kind and the inputs as sorted, compact JSON.
+    """A canonical key: a 256-bit BLAKE2b digest of the kind and the inputs as sorted,
+    compact JSON.
+
+    The digest, not the text, is kept: a request can be a megabyte, and the cache's byte
+    budget counts bodies, so text keys would hold memory outside it.  At 256 bits a
+    collision (two requests sharing an answer) is not a practical concern.
 
     Examples
     --------
     >>> cache_key("nic", {"b": 1, "a": [1.0, 2]}) == cache_key("nic", {"a": [1.0, 2], "b": 1})
     True
+    >>> len(cache_key("nic", {"rates": list(range(100_000))}))
+    68
     """
-    return kind + ":" + json.dumps(inputs, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.blake2b(kind.encode(), digest_size=32)
+    digest.update(b"\0")
+    digest.update(json.dumps(inputs, sort_keys=True, separators=(",", ":")).encode())
+    return kind + ":" + digest.hexdigest()
 
 
 def etag_matches(if_none_match: str | None, etag: str) -> bool:

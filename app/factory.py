@@ -123,6 +123,9 @@ def _validation_problem(exc: RequestValidationError) -> ProblemError:
             )
         )
     fields = ", ".join(e.field for e in errors[:5])
+    if any(e.get("type") == "json_invalid" for e in exc.errors()):
+        # Not a schema mismatch: the body is not JSON at all (400, not 422).
+        return ProblemError("malformed-json", "the request body is not valid JSON", errors)
     return ProblemError(
         "validation-error",
         f"{len(errors)} invalid field(s): {fields}" if errors else "invalid request",
@@ -171,7 +174,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 400 and exc.__cause__ is not None:
             # A body FastAPI could not even decode (e.g. not UTF-8): invalid JSON to us.
             problem = ProblemError(
-                "validation-error",
+                "malformed-json",
                 "the request body could not be read as JSON",
                 [FieldProblem("body", f"unreadable body: {type(exc.__cause__).__name__}")],
             )

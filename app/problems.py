@@ -13,9 +13,10 @@ each one.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -35,6 +36,7 @@ __all__ = [
     "FieldProblem",
     "ProblemError",
     "ProblemType",
+    "only_sent_fields",
     "problem_body",
     "problem_bytes",
     "problem_from_exception",
@@ -110,6 +112,14 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "expression length, solve wall time, rates per request... The `errors` entry "
             "names the limit, the value allowed and the actual value.",
             3,
+        ),
+        ProblemType(
+            "malformed-json",
+            400,
+            "The request body is not valid JSON",
+            "The body could not be parsed as JSON (a syntax error, or bytes that are not "
+            "UTF-8); the `errors` entry gives the position when known.",
+            2,
         ),
         ProblemType(
             "body-too-large",
@@ -275,6 +285,49 @@ class ProblemError(Exception):
             title=self.title,
         )
 
+    def restricted_to(
+        self, sent: Collection[str], related: Mapping[str, Sequence[str]] | None = None
+    ) -> ProblemError:
+        """This problem with only the entries that name a field the client sent.
+
+        A library failure is reported under the library's own parameter name, mapped to
+        the API's; when the mapping leads to a field the request did not contain (an
+        internal quantity such as the arrival rate, or a profile value the client never
+        overrode), the entry is dropped rather than blame a field the client never saw.
+        The reasons stay in ``detail``.
+
+        Parameters
+        ----------
+        sent : collection of str
+            Dotted locations present in the request (``query.line_rate``,
+            ``body.host.buffer_packets``); an entry naming a location inside one of them,
+            or one that contains one of them, is kept.
+        related : dict of str to list of str, optional
+            Last component of a field -> the inputs that share the blame (for example
+            ``coalesce_packets`` -> ``buffer_packets``: a batch larger than the buffer is
+            as much the buffer's fault).  An entry about a field not sent is moved to
+            those of its related fields that were sent, with the same reason.
+        """
+        if all(_is_sent(e.field, sent) for e in self.errors):
+            return self
+        kept: list[FieldProblem] = []
+        detail = self.detail
+        for entry in self.errors:
+            if _is_sent(entry.field, sent):
+                kept.append(entry)
+                continue
+            head, _, last = entry.field.rpartition(".")
+            moved = [
+                dataclasses.replace(entry, field=f"{head}.{other}" if head else other)
+                for other in (related or {}).get(last, ())
+            ]
+            kept.extend(e for e in moved if _is_sent(e.field, sent) and e not in kept)
+            detail = detail.replace(entry.field + ": ", "")
+        problem = ProblemError(
+            self.slug, detail, kept, status=self.status, title=self.title, headers=self.headers
+        )
+        return problem
+
     @classmethod
     def from_dict(cls, body: Mapping[str, Any]) -> ProblemError:
         """Rebuild a problem from :meth:`to_dict` output (e.g. sent back by a worker)."""
@@ -416,6 +469,32 @@ def translated_errors(aliases: Mapping[str, str] | None = None, prefix: str = ""
         if problem is None:
             raise
         raise problem from exc
+
+
+def _is_sent(field: str, sent: Collection[str]) -> bool:
+    if field in sent:
+        return True
+    return any(
+        field.startswith((s + ".", s + "[")) or s.startswith((field + ".", field + "["))
+        for s in sent
+    )
+
+
+@contextmanager
+def only_sent_fields(
+    sent: Collection[str], related: Mapping[str, Sequence[str]] | None = None
+) -> Iterator[None]:
+    """Restrict the problems raised inside the block to the fields the client sent.
+
+    See :meth:`ProblemError.restricted_to`.
+    """
+    try:
+        yield
+    except ProblemError as exc:
+        restricted = exc.restricted_to(sent, related)
+        if restricted is exc:
+            raise
+        raise restricted from exc
 
 
 def status_phrase(status: int) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 __all__ = [
     "BottleneckQuery",
@@ -57,6 +57,8 @@ MAX_EXPRESSION_CHARS = 10_000
 MAX_NAME_CHARS = 128
 
 Rate = Annotated[float, Field(ge=MIN_RATE, le=MAX_RATE)]
+#: A JSON boolean: only ``true`` or ``false`` (not 0, 1, "yes"...).
+Flag = StrictBool
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 Expression = Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION_CHARS)]
 
@@ -116,7 +118,7 @@ class ProblemTypeModel(ResponseModel):
 
 
 class WorkloadModel(RequestModel):
-    """The receiving host's workload (SPEC sections 1 and 2)."""
+    """The receiving host's workload (docs/conventions.md §1-§2)."""
 
     model_config = ConfigDict(
         json_schema_extra={"examples": [{"cpu_tasks": 2, "io_tasks": 1, "cores": 1, "disks": 1}]}
@@ -182,12 +184,14 @@ class BottleneckQuery(BaseModel):
 
     The route validates the whole query with this one model (pydantic's lax mode turns
     ``"2"`` into 2, as FastAPI does for a declared query parameter) and documents each
-    field as a query parameter (:func:`query_parameters`).  Unknown parameters are
-    ignored; of a repeated one, the last value counts.
+    field as a query parameter (:func:`query_parameters`).  Unknown and repeated
+    parameters are refused (:func:`app.routes.common.strict_query`), as the unknown
+    fields of a POST body are: a misspelt override must not be answered with the
+    default.  Units follow docs/conventions.md.
     """
 
-    # Not a RequestModel: as with FastAPI's declared query parameters, unknown names are
-    # ignored (a transfer tool may add its own), and infinities fail the bounds instead.
+    # Not a RequestModel: infinities fail the bounds instead of allow_inf_nan.
+    model_config = ConfigDict(extra="forbid")
 
     cpu_tasks: int = Field(ge=0, le=MAX_TASKS, description="C, CPU-bound tasks.", examples=[2])
     io_tasks: int = Field(ge=0, le=MAX_TASKS, description="I, I/O-bound tasks.", examples=[1])
@@ -295,14 +299,14 @@ class BottleneckRateRequest(RequestModel):
         description="NIC service-time model: the paper's exponential approximation with "
         "rate 1/E[S], or the full phase-type distribution.",
     )
-    include_curve: bool = Field(default=False, description="Return the curve T(B_send).")
+    include_curve: Flag = Field(default=False, description="Return the curve T(B_send).")
     curve_points: int = Field(
         default=200,
         ge=2,
         le=MAX_LIST,
         description="Points of the curve (also scanned by the search).",
     )
-    include_service_time: bool = Field(
+    include_service_time: Flag = Field(
         default=False,
         description="Return the interrupt service-time distribution (CDF, quantiles).",
     )
@@ -436,7 +440,7 @@ class ServiceTimeRequest(RequestModel):
     quantiles: list[Annotated[float, Field(gt=0, lt=1)]] = Field(
         default_factory=lambda: [0.5, 0.9, 0.99], max_length=100
     )
-    include_phase_type: bool = Field(default=False, description="Return the pair (alpha, T).")
+    include_phase_type: Flag = Field(default=False, description="Return the pair (alpha, T).")
 
 
 class SparseMatrixModel(ResponseModel):
@@ -471,7 +475,7 @@ class ServiceTimeInputs(ResponseModel):
 
 
 class ServiceTimeResult(ResponseModel):
-    """The interrupt service time of one network interrupt (SPEC section 2)."""
+    """The interrupt service time of one network interrupt (docs/conventions.md §2)."""
 
     mean_s: float
     variance_s2: float
@@ -541,7 +545,7 @@ class NicQueueRequest(RequestModel):
         default=None, ge=1, le=MAX_PACKETS, description="a of the general bulk rule [a, b]."
     )
     packet_payload_bytes: int = Field(default=1468, ge=1, le=MAX_PAYLOAD_BYTES)
-    include_distribution: bool = Field(
+    include_distribution: Flag = Field(
         default=False, description="Return P(n) for n = 0..K per rate."
     )
 
@@ -643,7 +647,7 @@ class TransferTimeRequest(RequestModel):
     )
     curve_points: int = Field(default=200, ge=2, le=MAX_LIST)
     loss_model: LossModel
-    find_optimum: bool = Field(
+    find_optimum: Flag = Field(
         default=True, description="Also search the effective bottleneck rate."
     )
 
@@ -747,8 +751,8 @@ class SrnMeasures(RequestModel):
     probabilities: dict[Name, Expression] = Field(
         default_factory=dict, description="Name -> condition on the marking."
     )
-    mean_tokens: bool = True
-    throughput: bool = True
+    mean_tokens: Flag = True
+    throughput: Flag = True
 
 
 SRN_EXAMPLE: dict[str, Any] = {
@@ -802,7 +806,7 @@ class SrnSolveRequest(RequestModel):
     )
     grid_points: int = Field(default=101, ge=2, le=MAX_LIST)
     measures: SrnMeasures = Field(default_factory=SrnMeasures)
-    include_distribution: bool = Field(
+    include_distribution: Flag = Field(
         default=False, description="Return the markings and their probabilities (small chains)."
     )
 

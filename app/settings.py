@@ -179,6 +179,20 @@ class Settings(BaseSettings):
         description="Estimated NIC queue work (rates x levels, x phases^2 x batch for "
         "phase-type service) above which a request goes to the worker pool.",
     )
+    # -- in-process compute (harden-contract) -------------------------------------------
+    compute_threads: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Threads that run in-process computations, off the event loop.",
+    )
+    inprocess_max_method_states: int = Field(
+        default=256,
+        ge=0,
+        description="Bottleneck and service-time requests whose workload chain has more "
+        "states go to the worker pool: their compute would hold the interpreter lock long "
+        "enough to slow every other request.",
+    )
     max_curve_points: int = Field(
         default=5_000, ge=2, description="Points of a T(B_send) curve or of a CDF grid."
     )

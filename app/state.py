@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from fastapi import Request
 from starlette.responses import Response
 
@@ -33,6 +36,10 @@ class ServiceState:
     warm_up_error: str | None = None
     shutting_down: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
+    #: Bounds the threads that compute in-process work (see :attr:`limiter`).
+    compute_limiter: anyio.CapacityLimiter | None = None
+    #: Cache keys being computed right now -> the one task computing each.
+    _in_flight: dict[str, asyncio.Task[CachedBody]] = field(default_factory=dict)
 
     def cached(self, kind: str, inputs: Any) -> tuple[str, CachedBody | None]:
         """The cache key of ``inputs`` and the cached body, if any (counted in metrics)."""
@@ -41,11 +48,57 @@ class ServiceState:
         self.metrics.cache_lookups.labels(kind, "hit" if entry else "miss").inc()
         return key, entry
 
-    def store(self, key: str, body: dict[str, Any]) -> CachedBody:
-        """Encode and cache a result body."""
-        entry = self.cache.put(key, encode(body))
+    def store(self, key: str, body: bytes) -> CachedBody:
+        """Cache an encoded result body."""
+        entry = self.cache.put(key, body)
         self.metrics.cache_entries.set(len(self.cache))
         return entry
+
+    async def compute_once(self, key: str, compute: Callable[[], Awaitable[bytes]]) -> CachedBody:
+        """The body for a cache miss, computed once however many requests ask for it.
+
+        The first request for ``key`` starts ``compute`` (which returns the encoded body)
+        as a task of its own; identical requests arriving while it runs wait for the same
+        task and get its body, or its exception.  The task is shielded: a client that
+        hangs up does not cancel the work the others are waiting for, and the result is
+        cached either way.
+        """
+        task = self._in_flight.get(key)
+        if task is None:
+
+            async def run() -> CachedBody:
+                return self.store(key, await compute())
+
+            task = asyncio.ensure_future(run())
+            self._in_flight[key] = task
+            task.add_done_callback(lambda done: self._finished(key, done))
+        return await asyncio.shield(task)
+
+    def _finished(self, key: str, task: asyncio.Task[CachedBody]) -> None:
+        if self._in_flight.get(key) is task:
+            del self._in_flight[key]
+        if not task.cancelled():
+            task.exception()  # retrieved here, so a task nobody awaits any more is quiet
+
+    @property
+    def limiter(self) -> anyio.CapacityLimiter:
+        """The bound on compute threads (``compute_threads``), made on first use."""
+        if self.compute_limiter is None:
+            self.compute_limiter = anyio.CapacityLimiter(self.settings.compute_threads)
+        return self.compute_limiter
+
+    async def encoded(self, body: Any) -> bytes:
+        """``body`` encoded as JSON in a worker thread (a large body takes milliseconds)."""
+        return await anyio.to_thread.run_sync(encode, body, limiter=self.limiter)
+
+    async def in_thread(self, kind: str, compute: Callable[[], Any]) -> bytes:
+        """Run ``compute`` in a worker thread (bounded by :attr:`compute_limiter`), time
+        it, and encode its result there too: the event loop only moves bytes."""
+
+        def work() -> bytes:
+            return encode(self.timed(kind, "process", compute))
+
+        return await anyio.to_thread.run_sync(work, limiter=self.limiter)
 
     def timed(self, kind: str, where: str, compute: Callable[[], Any]) -> Any:
         """Run ``compute`` and record its duration in the solve histogram."""

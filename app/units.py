@@ -1,65 +1,99 @@
 """Human-friendly quantities at the edges (CLI, query strings), converted once to SI.
 
-Decimal prefixes follow SPEC "Units": 1 MB = 10^6 bytes and 1 Mbps = 10^6 bit/s.  Binary
-prefixes are accepted for sizes only when spelled out (``KiB``, ``MiB``, ``GiB``, ``TiB``).
-A bare number is already in the SI unit (bytes, bit/s, seconds).  Parsing is a regular
-expression and a table: no user text is ever evaluated.
+The conventions are those of ``docs/conventions.md`` ("Units"): spelling is
+case-sensitive, ``B`` is a byte and ``b`` a bit, decimal prefixes (``k``, ``M``, ``G``,
+``T``, ``P``) are powers of 1000 and binary ones (``Ki``, ``Mi``, ``Gi``, ``Ti``, ``Pi``)
+powers of 1024.  So ``1GBps`` is 8 * 10^9 bit/s and ``500Mb`` is 62.5 * 10^6 bytes.  A
+bare number is already in the SI unit (bytes, bit/s, seconds).
+
+Parsing is a regular expression and an exact lookup in a table generated from those
+rules: no user text is evaluated, and nothing is case-folded.  A spelling outside the
+table (``KB``, ``mb``, ``MBPS``, ``m``...) could mean two things and is refused with the
+accepted forms.  A units library was considered and not used: pint, the best kept one,
+reads ``b`` as a barn and ``Mb`` as a megabarn, evaluates arithmetic in the unit string,
+and would need a custom definition file to get bits and bytes right, so the table is both
+stricter and shorter.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import sys
+from decimal import Decimal
+from fractions import Fraction
 
-__all__ = ["QuantityError", "parse_bitrate", "parse_duration", "parse_size"]
+__all__ = [
+    "BITRATE_FORMS",
+    "DURATION_FORMS",
+    "SIZE_FORMS",
+    "QuantityError",
+    "parse_bitrate",
+    "parse_duration",
+    "parse_size",
+]
 
 _NUMBER = r"(?P<number>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)"
 _QUANTITY = re.compile(rf"^\s*{_NUMBER}\s*(?P<unit>[A-Za-zµ/]*)\s*$")
 
-# Unit tables: lower-cased spelling -> factor to the SI unit.
-_SIZE_UNITS = {
-    "": 1,
-    "b": 1,
-    "byte": 1,
-    "bytes": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "pb": 10**15,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
+_DECIMAL_PREFIXES = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15}
+_BINARY_PREFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+_PREFIXES = {**_DECIMAL_PREFIXES, **_BINARY_PREFIXES}
+
+_BYTE_WORDS = ("B", "byte", "bytes")
+_BIT_WORDS = ("b", "bit", "bits")
+
+
+def _table(words: dict[tuple[str, ...], Fraction]) -> dict[str, Fraction]:
+    """Every prefix + word spelling -> its exact factor to the SI unit."""
+    out: dict[str, Fraction] = {"": Fraction(1)}
+    for spellings, factor in words.items():
+        for prefix, scale in _PREFIXES.items():
+            for word in spellings:
+                out[prefix + word] = scale * factor
+    return out
+
+
+# Size -> bytes.  Bits must come to whole bytes.
+_SIZE_UNITS = _table({_BYTE_WORDS: Fraction(1), _BIT_WORDS: Fraction(1, 8)})
+# Rate -> bit/s.
+_BITRATE_UNITS = _table(
+    {
+        ("bps", "bit/s", "b/s", "bits/s"): Fraction(1),
+        ("Bps", "B/s", "byte/s", "bytes/s"): Fraction(8),
+    }
+)
+_DURATION_UNITS = {
+    "": Fraction(1),
+    "s": Fraction(1),
+    "sec": Fraction(1),
+    "ms": Fraction(1, 10**3),
+    "us": Fraction(1, 10**6),
+    "µs": Fraction(1, 10**6),
+    "ns": Fraction(1, 10**9),
+    "min": Fraction(60),
+    "h": Fraction(3600),
 }
-_SIZE_FACTORS = {k: float(v) for k, v in _SIZE_UNITS.items()}
+
+#: What each parser accepts, as told to the client when it sends something else.
+SIZE_FORMS = (
+    "a number of bytes, or a number and a unit: B (byte) or b (bit), with an optional "
+    "prefix k, M, G, T, P (powers of 1000) or Ki, Mi, Gi, Ti, Pi (powers of 1024); "
+    "e.g. 500MB, 1.5GiB, 4000Mb, 1468B ('byte'/'bit' may be spelled out; case matters)"
+)
+BITRATE_FORMS = (
+    "a number of bit/s, or a number and a unit: bps, bit/s, b/s (bits) or Bps, B/s "
+    "(bytes, x8), with an optional prefix k, M, G, T, P (powers of 1000) or Ki, Mi, Gi, "
+    "Ti, Pi (powers of 1024); e.g. 950Mbps, 10Gbit/s, 1Gb/s, 125MB/s (case matters)"
+)
+DURATION_FORMS = (
+    "a number of seconds, or a number and one of s, sec, ms, us, µs, ns, min, h; "
+    "e.g. 100ms, 0.1s, 250us (case matters)"
+)
+
+_LARGEST_FLOAT = Fraction(sys.float_info.max)
 # Beyond 2**53 bytes consecutive sizes are no longer distinct doubles (see transport/).
 _MAX_BYTES = 2**53
-_BITRATE_UNITS = {
-    "": 1.0,
-    "bps": 1.0,
-    "bit/s": 1.0,
-    "b/s": 1.0,
-    "kbps": 1e3,
-    "kbit/s": 1e3,
-    "mbps": 1e6,
-    "mbit/s": 1e6,
-    "gbps": 1e9,
-    "gbit/s": 1e9,
-    "tbps": 1e12,
-    "tbit/s": 1e12,
-}
-_DURATION_UNITS = {
-    "": 1.0,
-    "s": 1.0,
-    "sec": 1.0,
-    "ms": 1e-3,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ns": 1e-9,
-    "min": 60.0,
-    "h": 3600.0,
-}
 
 
 class QuantityError(ValueError):
@@ -69,6 +103,8 @@ class QuantityError(ValueError):
     ----------
     field : str
         Name of the input that held it.
+    reason : str
+        Why, with the accepted forms when the unit was the trouble.
     """
 
     def __init__(self, field: str, reason: str) -> None:
@@ -77,94 +113,124 @@ class QuantityError(ValueError):
         self.reason = reason
 
 
-def _parse(text: str | float | int, field: str, units: dict[str, float], kind: str) -> float:
+def _exact(
+    text: str | float | int, field: str, units: dict[str, Fraction], kind: str, forms: str
+) -> Fraction:
+    """The quantity in the SI unit, exactly (a fraction), strictly positive and finite."""
     if isinstance(text, bool):
         raise QuantityError(field, f"must be a {kind}, got a boolean")
     if isinstance(text, int | float):
-        value = float(text)
-        unit_factor = 1.0
+        if not math.isfinite(text):
+            raise QuantityError(field, f"{kind} is not finite")
+        value = Fraction(text)
     else:
         match = _QUANTITY.match(text)
         if match is None:
-            raise QuantityError(
-                field,
-                f"cannot read {text[:40]!r} as a {kind}: expected a non-negative number "
-                f"and an optional unit ({', '.join(sorted(k for k in units if k))})",
-            )
+            raise QuantityError(field, f"cannot read {text[:40]!r} as a {kind}; expected {forms}")
         unit = match["unit"]
-        key = unit.lower()
-        if key not in units:
-            raise QuantityError(
-                field,
-                f"unknown unit {unit!r} for a {kind}; use one of "
-                f"{', '.join(sorted(k for k in units if k))}",
-            )
-        value = float(match["number"])
-        unit_factor = units[key]
-    si = value * unit_factor
-    if not math.isfinite(si):
-        raise QuantityError(field, f"{kind} is not finite")
-    if si <= 0.0:
+        factor = units.get(unit)
+        if factor is None:
+            raise QuantityError(field, f"unknown unit {unit[:16]!r} for a {kind}; use {forms}")
+        number = Decimal(match["number"])  # exact: the constructor does not round
+        # Bound the exponent before the exact arithmetic: "1e999999" must not build a
+        # million-digit integer.
+        if number and not -400 < number.adjusted() < 400:
+            raise QuantityError(field, f"{kind} {text[:40]!r} is out of range")
+        value = Fraction(number) * factor
+    if value <= 0:
         raise QuantityError(field, f"{kind} must be strictly positive")
-    return si
+    if value > _LARGEST_FLOAT:
+        raise QuantityError(field, f"{kind} is not finite")
+    return value
 
 
 def parse_size(text: str | float | int, field: str = "file_size") -> int:
-    """A size in bytes from ``"500MB"``, ``"1.5GiB"`` or a plain number of bytes.
+    """A size in bytes from ``"500MB"``, ``"1.5GiB"``, ``"4000Mb"`` or a number of bytes.
 
     Parameters
     ----------
     text : str or number
-        The quantity; a bare number is bytes.
+        The quantity; a bare number is bytes.  ``B`` is a byte and ``b`` a bit.
     field : str
         Name of the input, for the error.
 
     Returns
     -------
     int
-        Bytes; must come out a whole number.
+        Bytes; the quantity must come to a whole number of them.
 
     Raises
     ------
     QuantityError
-        On an unreadable, non-positive, non-finite or fractional size.
+        On an unreadable, ambiguous, non-positive, non-finite, too large or fractional
+        size.
 
     Examples
     --------
-    >>> parse_size("500MB"), parse_size("1KiB"), parse_size(1468)
-    (500000000, 1024, 1468)
+    >>> parse_size("500MB"), parse_size("500Mb"), parse_size("1KiB"), parse_size(1468)
+    (500000000, 62500000, 1024, 1468)
     """
-    value = _parse(text, field, _SIZE_FACTORS, "size")
+    value = _exact(text, field, _SIZE_UNITS, "size", SIZE_FORMS)
     if value > _MAX_BYTES:
-        raise QuantityError(field, f"a size must be at most 2**53 bytes, got {value:.6g}")
-    if isinstance(text, str):
-        # Exact integer arithmetic when the number itself is whole: "500MB" must give
-        # exactly 500_000_000, not a float product that might round.
-        match = _QUANTITY.match(text)
-        if match is not None and match["number"].isdigit():
-            return int(match["number"]) * _SIZE_UNITS[match["unit"].lower()]
-    if value != math.floor(value):
-        raise QuantityError(field, f"a size must be a whole number of bytes, got {value!r}")
+        raise QuantityError(field, f"a size must be at most 2**53 bytes, got {float(value):.6g}")
+    if value.denominator != 1:
+        raise QuantityError(
+            field, f"a size must be a whole number of bytes, got {float(value):.17g} bytes"
+        )
     return int(value)
 
 
 def parse_bitrate(text: str | float | int, field: str = "line_rate") -> float:
-    """A bit rate in bit/s from ``"950Mbps"``, ``"1Gbps"``, ``"10Gbit/s"`` or a number.
+    """A bit rate in bit/s from ``"950Mbps"``, ``"10Gbit/s"``, ``"125MB/s"`` or a number.
+
+    Parameters
+    ----------
+    text : str or number
+        The quantity; a bare number is bit/s.  ``b`` is a bit and ``B`` a byte.
+    field : str
+        Name of the input, for the error.
+
+    Returns
+    -------
+    float
+        bit/s.
+
+    Raises
+    ------
+    QuantityError
+        On an unreadable, ambiguous, non-positive or non-finite rate.
 
     Examples
     --------
-    >>> parse_bitrate("950Mbps"), parse_bitrate("1gbps")
-    (950000000.0, 1000000000.0)
+    >>> parse_bitrate("950Mbps"), parse_bitrate("1GBps"), parse_bitrate("1Gb/s")
+    (950000000.0, 8000000000.0, 1000000000.0)
     """
-    return _parse(text, field, _BITRATE_UNITS, "bit rate")
+    return float(_exact(text, field, _BITRATE_UNITS, "bit rate", BITRATE_FORMS))
 
 
 def parse_duration(text: str | float | int, field: str = "propagation_delay") -> float:
     """A duration in seconds from ``"100ms"``, ``"250us"``, ``"0.1"`` or ``"0.1s"``.
+
+    Parameters
+    ----------
+    text : str or number
+        The quantity; a bare number is seconds.
+    field : str
+        Name of the input, for the error.
+
+    Returns
+    -------
+    float
+        Seconds.
+
+    Raises
+    ------
+    QuantityError
+        On an unreadable, non-positive or non-finite duration.
 
     Examples
     --------
     >>> parse_duration("100ms")
     0.1
     """
-    return _parse(text, field, _DURATION_UNITS, "duration")
+    return float(_exact(text, field, _DURATION_UNITS, "duration", DURATION_FORMS))

@@ -1,4 +1,4 @@
-"""The NIC receive buffer as an M/M[N]/1/K bulk-service queue (SPEC section 3).
+"""The NIC receive buffer as an M/M[N]/1/K bulk-service queue (docs/conventions.md §3).
 
 Exact stationary measures -- loss probability, throughput, mean occupancy, probability
 that an interrupt service is running, the full occupancy distribution -- for many arrival

@@ -1,4 +1,4 @@
-"""The NIC receive buffer as an M/M[N]/1/K bulk-service queue (SPEC section 3).
+"""The NIC receive buffer as an M/M[N]/1/K bulk-service queue (docs/conventions.md §3).
 
 Packets arrive as a Poisson process of rate ``lam`` (packets/s).  The buffer holds at
 most ``K`` packets, counting those being served; an arrival that finds ``K`` is lost.
@@ -70,8 +70,10 @@ class BulkQueueSolution:
         a of the rule [a, b]; equal to ``batch`` for the fixed-batch rule (packets).
     method : str
         The algorithm used: ``"cut-recursion"`` (fixed batch, exponential service),
-        ``"level-censoring"`` (fixed batch, phase-type service or ``min_batch=batch``) or
-        ``"reduced-sparse-lu"`` (rule [a, b] with ``a < b``).
+        ``"level-censoring"`` (fixed batch, phase-type service or ``min_batch=batch``),
+        ``"reduced-sparse-lu"`` (rule [a, b] with ``a < b``) or ``"saturation-limit"``
+        (rule [a, b] with ``a < b`` when every rate exceeds the service rate by more than
+        1e9 * K: the exact limit, ``loss = 1 - mu * clip(K/2, a, b) / lam``).
     """
 
     arrival_rate: NDArray[np.float64]
@@ -160,7 +162,12 @@ def bulk_service_queue(
     rates), O(K * m^2 * N) array operations over the rates.  Rule [a, b] with ``a < b``:
     a reduced sparse system of about ``m * K`` unknowns, one sparse LU per rate, cost
     close to linear in K; its probabilities are accurate to ~1e-16 absolute (the other
-    two methods keep relative accuracy even for tiny probabilities).
+    two methods keep relative accuracy even for tiny probabilities).  Where ``lam / mu``
+    exceeds ``1e9 * K`` that system is numerically singular and the exact saturation
+    limit is used instead (see :func:`queues._general.saturated_limit`).  Near
+    saturation (loss > 1/2) the throughput is the service side of the flow balance,
+    ``interrupt_rate * mean_batch``, and the loss is ``1 - throughput / lam``: the
+    direct ``1 - P(K)`` would cancel to nothing.
 
     Examples
     --------
@@ -224,6 +231,15 @@ def bulk_service_queue(
     dist = np.ascontiguousarray(dist)
     loss = dist[:, K].copy()
     throughput = lam * (1.0 - loss)
+    # Near saturation 1 - loss cancels catastrophically (lam = 4.6e11/s, mu = 1e-6/s:
+    # the true 1 - loss is 5e-16, a few ulps of 1), so the throughput is taken from the
+    # service side, which is a sum of positive terms there: flow balance says
+    # lam * (1 - loss) = interrupt_rate * mean_batch.  The loss follows from it.
+    saturated = loss > 0.5
+    if saturated.any():
+        served = interrupt_rate[saturated] * mean_batch[saturated]
+        throughput[saturated] = served
+        loss[saturated] = -np.expm1(np.log(served) - np.log(lam[saturated]))
     return BulkQueueSolution(
         arrival_rate=lam,
         loss_probability=loss,

@@ -18,3 +18,20 @@ def test_readme_has_python_examples():
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
 def test_readme_example_runs(block):
     exec(compile(block, str(README), "exec"), {})
+
+
+def test_no_link_leaves_the_repository():
+    # Issue #13: README linked ../shared/SPEC.md, which a clone does not have.  Every
+    # relative link of README and docs/ must resolve inside the repository.
+    root = README.parent
+    pages = [README, *sorted((root / "docs").glob("*.md"))]
+    assert len(pages) >= 2
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert "../shared" not in text, page
+        for target in re.findall(r"\]\(([^)#\s]+)", text):
+            if "://" in target:
+                continue
+            resolved = (page.parent / target).resolve()
+            assert resolved.is_relative_to(root), (page, target)
+            assert resolved.exists(), (page, target)

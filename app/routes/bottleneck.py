@@ -1,9 +1,12 @@
 """The effective bottleneck rate, the interrupt service time and the host profiles.
 
-``GET /bottleneck-rate`` is on the critical path of transfer tools, so it is lean: an
-``async`` handler (no thread-pool hop), a cache lookup on the normalised inputs, and on a
-miss the paper-sized model computed inline in a few milliseconds.  Only workloads whose
-chains are larger than ``inprocess_max_states`` go to the worker pool.
+``GET /bottleneck-rate`` is on the critical path of transfer tools, so it is lean: one
+validation of the whole query (unknown and repeated parameters refused), a cache lookup
+on the normalised inputs, and on a miss the model computed once per key (concurrent
+identical misses wait for the same computation), never on the event loop: paper-sized
+chains in a bounded thread pool (about a millisecond), chains larger than
+``inprocess_max_method_states`` in the worker pool.  Problems name only the fields the
+request contained (:func:`app.problems.only_sent_fields`).
 """
 
 from __future__ import annotations
@@ -12,9 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 from starlette.responses import Response
 
 from host import DEFAULT_PROFILE, HOST_PROFILES, HostProfile
@@ -28,8 +29,11 @@ from ..bottleneck import (
     state_count,
 )
 from ..cache import CachedBody
-from ..problems import FieldProblem, ProblemError, translated_errors
+from ..problems import FieldProblem, ProblemError, only_sent_fields, translated_errors
 from ..schemas import (
+    MAX_DELAY_S,
+    MAX_LINE_RATE,
+    MAX_PAYLOAD_BYTES,
     MIN_BIT_RATE,
     BottleneckQuery,
     BottleneckRateRequest,
@@ -42,7 +46,13 @@ from ..schemas import (
 )
 from ..state import ServiceState, respond, service
 from ..units import QuantityError, parse_bitrate, parse_duration, parse_size
-from .common import NOT_MODIFIED, problem_responses
+from .common import (
+    NOT_MODIFIED,
+    problem_responses,
+    sent_fields,
+    strict_query,
+    validated_query,
+)
 
 router = APIRouter()
 
@@ -55,6 +65,17 @@ _QUERY_FIELDS = {
     "file_size_bytes": "file_size",
     "propagation_delay_s": "propagation_delay",
     "loss": "profile",
+    # lambda = B_send / (8 S_pkt) with B_send searched in (0, line rate].
+    "arrival_rate": "line_rate",
+    "send_rate_bps": "line_rate",
+}
+# API field -> the inputs that share the blame when it was not sent (a value from the
+# profile, or a quantity derived from the inputs): see ProblemError.restricted_to.
+_RELATED = {
+    "coalesce_packets": ("buffer_packets",),
+    "buffer_packets": ("coalesce_packets",),
+    "line_rate": ("packet_payload",),
+    "line_rate_bps": ("packet_payload_bytes",),
 }
 # Library field -> body field of the POST endpoints.
 _BODY_FIELDS = {
@@ -89,12 +110,13 @@ async def _answer(
             f"the workload's chain has {states} states; max_states={limits.max_states}",
             [
                 FieldProblem(
-                    prefix + aliases.get("disks", "disks"),
+                    prefix + aliases.get(name, name),
                     "the state count grows like io_tasks^disks / (disks!)^2",
                     "max_states",
                     limits.max_states,
                     states,
                 )
+                for name in ("io_tasks", "disks")
             ],
         )
     heavy = False
@@ -107,12 +129,13 @@ async def _answer(
                 f"max_queue_cells={limits.max_queue_cells}",
                 [
                     FieldProblem(
-                        prefix + aliases.get("buffer_packets", "buffer_packets"),
+                        prefix + aliases.get(name, name),
                         "NIC buffer too large for this request",
                         "max_queue_cells",
                         limits.max_queue_cells,
                         cells,
                     )
+                    for name in ("buffer_packets", "profile")
                 ],
             )
         heavy = queue_work(inputs, states) > limits.inprocess_max_queue_work
@@ -123,12 +146,17 @@ async def _answer(
         "aliases": dict(aliases),
         "prefix": prefix,
     }
-    if heavy or states > limits.inprocess_max_states:
-        body = await state.pool.run("method", payload, limits.solve_timeout_s, kind=function)
-    else:
-        # Paper-sized chains take a few milliseconds: computed inline, no thread hop.
-        body = state.timed(function, "process", lambda: run_method(payload))
-    entry = state.store(key, body)
+
+    async def compute() -> bytes:
+        if heavy or states > limits.inprocess_max_method_states:
+            # Large chains: a worker process, where the wall-time limit can stop them
+            # and the GIL is not shared with the event loop.
+            body = await state.pool.run("method", payload, limits.solve_timeout_s, kind=function)
+            return await state.encoded(body)
+        # Paper-sized chains take about a millisecond: a bounded thread, off the loop.
+        return await state.in_thread(function, lambda: run_method(payload))
+
+    entry = await state.compute_once(key, compute)
     _index(request, state, entry)
     return respond(request, entry, hit=False)
 
@@ -140,10 +168,10 @@ def _index(request: Request, state: ServiceState, entry: CachedBody) -> None:
         state.query_index.put(request.scope["path"], request.scope["query_string"], entry)
 
 
-def _line_rate(text: str, field: str) -> float:
-    value = parse_bitrate(text, field)
-    if value < MIN_BIT_RATE:
-        raise QuantityError(field, f"a line rate must be at least {MIN_BIT_RATE:g} bit/s")
+def _bounded(value: float, field: str, low: float, high: float, unit: str) -> float:
+    """The bounds POST's schema puts on the same value, for a parsed query quantity."""
+    if not low <= value <= high:
+        raise QuantityError(field, f"must be between {low:g} and {high:g} {unit}, got {value:g}")
     return value
 
 
@@ -162,49 +190,63 @@ async def get_bottleneck_rate(request: Request) -> Response:
     rate in (0, line rate] that minimises the transfer time of the file into this host.
 
     Human forms are accepted for `file_size`, `propagation_delay`, `line_rate` and
-    `packet_payload`; the answer's `inputs` gives every value in SI units, the
-    profile's included.  Send `If-None-Match` with a previous `ETag` to get 304."""
+    `packet_payload` (case matters: `B` is a byte, `b` a bit; see docs/conventions.md);
+    the answer's `inputs` gives every value in SI units, the profile's included.  Unknown
+    and repeated parameters are refused.  Send `If-None-Match` with a previous `ETag` to
+    get 304."""
     # One pydantic validation of the whole query string instead of FastAPI's per-
-    # parameter extraction (which cost more than the rest of the request handling); the
-    # errors are FastAPI's, with the same locations.
-    try:
-        q = BottleneckQuery.model_validate(dict(request.query_params))
-    except ValidationError as exc:
-        raise RequestValidationError(
-            [{**e, "loc": ("query", *e["loc"])} for e in exc.errors(include_url=False)]
-        ) from None
-    state = service(request)
-    with translated_errors(_QUERY_FIELDS, "query."):
-        inputs = resolve_inputs(
-            {
-                "cpu_tasks": q.cpu_tasks,
-                "io_tasks": q.io_tasks,
-                "cores": 1 if q.cores is None else q.cores,
-                "disks": 1 if q.disks is None else q.disks,
-            },
-            {
-                "profile": q.profile,
-                "mu_io_cpu": q.mu_io_cpu,
-                "mu_disk": q.mu_disk,
-                "mu_net": q.mu_net,
-                "buffer_packets": q.buffer_packets,
-                "coalesce_packets": q.coalesce_packets,
-                "line_rate_bps": None
-                if q.line_rate is None
-                else _line_rate(q.line_rate, "line_rate"),
-                "packet_payload_bytes": None
-                if q.packet_payload is None
-                else parse_size(q.packet_payload, "packet_payload"),
-            },
-            {
-                "file_size_bytes": parse_size(q.file_size, "file_size"),
-                "propagation_delay_s": parse_duration(q.propagation_delay, "propagation_delay"),
-            },
-            q.nic_service,
-        ).to_dict()
-    return await _answer(
-        request, state, "bottleneck", inputs, {"curve_points": 200}, _QUERY_FIELDS, "query."
-    )
+    # parameter extraction (which cost more than the rest of the request handling).
+    params = strict_query(request, BottleneckQuery)
+    sent = ["query." + name for name in params]
+    with only_sent_fields(sent, _RELATED):
+        q = validated_query(BottleneckQuery, params)
+        state = service(request)
+        with translated_errors(_QUERY_FIELDS, "query."):
+            line_rate = packet_payload = None
+            if q.line_rate is not None:
+                line_rate = _bounded(
+                    parse_bitrate(q.line_rate, "line_rate"),
+                    "line_rate",
+                    MIN_BIT_RATE,
+                    MAX_LINE_RATE,
+                    "bit/s",
+                )
+            if q.packet_payload is not None:
+                packet_payload = parse_size(q.packet_payload, "packet_payload")
+                _bounded(packet_payload, "packet_payload", 1, MAX_PAYLOAD_BYTES, "bytes")
+            delay = _bounded(
+                parse_duration(q.propagation_delay, "propagation_delay"),
+                "propagation_delay",
+                0.0,
+                MAX_DELAY_S,
+                "s",
+            )
+            inputs = resolve_inputs(
+                {
+                    "cpu_tasks": q.cpu_tasks,
+                    "io_tasks": q.io_tasks,
+                    "cores": 1 if q.cores is None else q.cores,
+                    "disks": 1 if q.disks is None else q.disks,
+                },
+                {
+                    "profile": q.profile,
+                    "mu_io_cpu": q.mu_io_cpu,
+                    "mu_disk": q.mu_disk,
+                    "mu_net": q.mu_net,
+                    "buffer_packets": q.buffer_packets,
+                    "coalesce_packets": q.coalesce_packets,
+                    "line_rate_bps": line_rate,
+                    "packet_payload_bytes": packet_payload,
+                },
+                {
+                    "file_size_bytes": parse_size(q.file_size, "file_size"),
+                    "propagation_delay_s": delay,
+                },
+                q.nic_service,
+            ).to_dict()
+        return await _answer(
+            request, state, "bottleneck", inputs, {"curve_points": 200}, _QUERY_FIELDS, "query."
+        )
 
 
 @router.post(
@@ -214,33 +256,36 @@ async def get_bottleneck_rate(request: Request) -> Response:
     tags=["bottleneck"],
     response_model=BottleneckRateResult,
     response_model_exclude_none=True,
-    responses=problem_responses(415, 422, 429),
+    responses=problem_responses(400, 415, 422, 429),
 )
 async def post_bottleneck_rate(body: BottleneckRateRequest, request: Request) -> Response:
     """The same answer as `GET /bottleneck-rate` from `workload`, `host` and `transfer`
     objects in SI units, optionally with the curve T(B_send) and the interrupt
     service-time distribution."""
-    state = service(request)
-    if body.curve_points > state.settings.max_curve_points:
-        raise _too_many("body.curve_points", state.settings.max_curve_points, body.curve_points)
-    if body.service_time_points > state.settings.max_curve_points:
-        raise _too_many(
-            "body.service_time_points", state.settings.max_curve_points, body.service_time_points
-        )
-    with translated_errors(_BODY_FIELDS, "body."):
-        inputs = resolve_inputs(
-            body.workload.model_dump(),
-            body.host.model_dump(),
-            body.transfer.model_dump(),
-            body.nic_service,
-        ).to_dict()
-    options = {
-        "curve_points": body.curve_points,
-        "include_curve": body.include_curve,
-        "include_service_time": body.include_service_time,
-        "service_time_points": body.service_time_points,
-    }
-    return await _answer(request, state, "bottleneck", inputs, options, _BODY_FIELDS, "body.")
+    with only_sent_fields(sent_fields(body), _RELATED):
+        state = service(request)
+        if body.curve_points > state.settings.max_curve_points:
+            raise _too_many("body.curve_points", state.settings.max_curve_points, body.curve_points)
+        if body.service_time_points > state.settings.max_curve_points:
+            raise _too_many(
+                "body.service_time_points",
+                state.settings.max_curve_points,
+                body.service_time_points,
+            )
+        with translated_errors(_BODY_FIELDS, "body."):
+            inputs = resolve_inputs(
+                body.workload.model_dump(),
+                body.host.model_dump(),
+                body.transfer.model_dump(),
+                body.nic_service,
+            ).to_dict()
+        options = {
+            "curve_points": body.curve_points,
+            "include_curve": body.include_curve,
+            "include_service_time": body.include_service_time,
+            "service_time_points": body.service_time_points,
+        }
+        return await _answer(request, state, "bottleneck", inputs, options, _BODY_FIELDS, "body.")
 
 
 def _too_many(field: str, allowed: int, actual: int) -> ProblemError:
@@ -258,41 +303,42 @@ def _too_many(field: str, allowed: int, actual: int) -> ProblemError:
     tags=["planning"],
     response_model=ServiceTimeResult,
     response_model_exclude_none=True,
-    responses=problem_responses(415, 422, 429),
+    responses=problem_responses(400, 415, 422, 429),
 )
 async def post_service_time(body: ServiceTimeRequest, request: Request) -> Response:
     """The time the host takes to service one network interrupt (the tagged-customer
     time to absorption of the paper's Fig. 1b): CDF, mean, variance, quantiles, the rate
     mu = 1/mean, the steady-state occupancy of processor and disks and, on request, the
     phase-type pair (alpha, T)."""
-    state = service(request)
-    limits = state.settings
-    if body.times_s is not None and len(body.times_s) > limits.max_time_points:
-        raise ProblemError(
-            "limit-exceeded",
-            f"{len(body.times_s)} times given; max_time_points={limits.max_time_points}",
-            [
-                FieldProblem(
-                    "body.times_s",
-                    "too many time points",
-                    "max_time_points",
-                    limits.max_time_points,
-                    len(body.times_s),
-                )
-            ],
-        )
-    if body.grid_points > limits.max_curve_points:
-        raise _too_many("body.grid_points", limits.max_curve_points, body.grid_points)
-    with translated_errors(_BODY_FIELDS, "body."):
-        inputs = resolve_inputs(body.workload.model_dump(), body.host.model_dump()).to_dict()
-    options = {
-        "times_s": body.times_s,
-        "grid_points": body.grid_points,
-        "quantiles": body.quantiles,
-        "include_phase_type": body.include_phase_type,
-    }
-    aliases = {**_BODY_FIELDS, "times": "times_s"}
-    return await _answer(request, state, "service-time", inputs, options, aliases, "body.")
+    with only_sent_fields(sent_fields(body), _RELATED):
+        state = service(request)
+        limits = state.settings
+        if body.times_s is not None and len(body.times_s) > limits.max_time_points:
+            raise ProblemError(
+                "limit-exceeded",
+                f"{len(body.times_s)} times given; max_time_points={limits.max_time_points}",
+                [
+                    FieldProblem(
+                        "body.times_s",
+                        "too many time points",
+                        "max_time_points",
+                        limits.max_time_points,
+                        len(body.times_s),
+                    )
+                ],
+            )
+        if body.grid_points > limits.max_curve_points:
+            raise _too_many("body.grid_points", limits.max_curve_points, body.grid_points)
+        with translated_errors(_BODY_FIELDS, "body."):
+            inputs = resolve_inputs(body.workload.model_dump(), body.host.model_dump()).to_dict()
+        options = {
+            "times_s": body.times_s,
+            "grid_points": body.grid_points,
+            "quantiles": body.quantiles,
+            "include_phase_type": body.include_phase_type,
+        }
+        aliases = {**_BODY_FIELDS, "times": "times_s"}
+        return await _answer(request, state, "service-time", inputs, options, aliases, "body.")
 
 
 def _profile_dict(profile: HostProfile) -> dict[str, Any]:

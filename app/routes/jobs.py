@@ -160,7 +160,7 @@ def _not_found(job_id: str) -> ProblemError:
             "description": "Queued; `Location` is the job's URL.",
             "headers": {"Location": {"schema": {"type": "string"}}},
         },
-        **problem_responses(415, 422, 429, 503),
+        **problem_responses(400, 415, 422, 429, 503),
     },
 )
 async def post_srn_job(body: SrnSolveRequest, request: Request) -> Response:

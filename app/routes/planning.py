@@ -7,7 +7,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import anyio.to_thread
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
@@ -19,7 +18,7 @@ from ..nic import (
     transfer_time_curve,
     transfer_time_work,
 )
-from ..problems import FieldProblem, ProblemError
+from ..problems import FieldProblem, ProblemError, only_sent_fields
 from ..schemas import (
     NicQueueRequest,
     NicQueueResult,
@@ -30,7 +29,7 @@ from ..schemas import (
 )
 from ..srn_solve import SolveBudget, SolveTooLarge, estimate_srn_solve, solve_srn
 from ..state import ServiceState, respond, service
-from .common import problem_responses
+from .common import problem_responses, sent_fields
 
 router = APIRouter(tags=["planning"])
 
@@ -49,17 +48,12 @@ def over_limit(field: str, limit: str, allowed: float, actual: float, what: str)
     )
 
 
-async def _in_thread(state: ServiceState, kind: str, compute: Callable[[], Any]) -> Any:
-    """Run a bounded computation off the event loop, timing it."""
-    return await anyio.to_thread.run_sync(state.timed, kind, "process", compute)
-
-
 @router.post(
     "/queues/nic",
     operation_id="solve_nic_queue",
     summary="Solve the NIC buffer queue over a list of rates",
     response_model=NicQueueResult,
-    responses=problem_responses(415, 422, 429),
+    responses=problem_responses(400, 415, 422, 429),
 )
 async def post_nic_queue(body: NicQueueRequest, request: Request) -> Response:
     """Loss probability, throughput, occupancy and busy probability of the NIC's
@@ -86,18 +80,22 @@ async def post_nic_queue(body: NicQueueRequest, request: Request) -> Response:
             f"body.{rate_field}", "max_queue_cells", limits.max_queue_cells, cells, "queue cells"
         )
     key, entry = state.cached("nic", payload)
-    hit = entry is not None
-    if entry is None:
+    if entry is not None:
+        return respond(request, entry, True)
+
+    async def compute() -> bytes:
         if nic_queue_cost(payload) > limits.inprocess_max_queue_work:
             result = await state.pool.run(
                 "nic-queue", {"request": payload}, limits.solve_timeout_s, kind="nic"
             )
-        else:
-            result = await _in_process_or_pool(
-                state, "nic", lambda: solve_nic_queue(payload), "nic-queue", {"request": payload}
-            )
-        entry = state.store(key, result)
-    return respond(request, entry, hit)
+            return await state.encoded(result)
+        return await _in_process_or_pool(
+            state, "nic", lambda: solve_nic_queue(payload), "nic-queue", {"request": payload}
+        )
+
+    with only_sent_fields(sent_fields(body)):
+        entry = await state.compute_once(key, compute)
+    return respond(request, entry, False)
 
 
 @router.post(
@@ -105,7 +103,7 @@ async def post_nic_queue(body: NicQueueRequest, request: Request) -> Response:
     operation_id="compute_transfer_time",
     summary="RBUDP transfer time over sending rates, for a loss model",
     response_model=TransferTimeResult,
-    responses=problem_responses(415, 422),
+    responses=problem_responses(400, 415, 422),
 )
 async def post_transfer_time(body: TransferTimeRequest, request: Request) -> Response:
     """The curve T(B_send) with its three terms and the rounds, for a constant loss, a
@@ -151,22 +149,26 @@ async def post_transfer_time(body: TransferTimeRequest, request: Request) -> Res
                 "queue cells per loss evaluation",
             )
     key, entry = state.cached("transfer", payload)
-    hit = entry is not None
-    if entry is None:
+    if entry is not None:
+        return respond(request, entry, True)
+
+    async def compute() -> bytes:
         if transfer_time_work(payload) > limits.inprocess_max_queue_work:
             result = await state.pool.run(
                 "transfer-time", {"request": payload}, limits.solve_timeout_s, kind="transfer"
             )
-        else:
-            result = await _in_process_or_pool(
-                state,
-                "transfer",
-                lambda: transfer_time_curve(payload),
-                "transfer-time",
-                {"request": payload},
-            )
-        entry = state.store(key, result)
-    return respond(request, entry, hit)
+            return await state.encoded(result)
+        return await _in_process_or_pool(
+            state,
+            "transfer",
+            lambda: transfer_time_curve(payload),
+            "transfer-time",
+            {"request": payload},
+        )
+
+    with only_sent_fields(sent_fields(body)):
+        entry = await state.compute_once(key, compute)
+    return respond(request, entry, False)
 
 
 @router.post(
@@ -174,7 +176,7 @@ async def post_transfer_time(body: TransferTimeRequest, request: Request) -> Res
     operation_id="solve_srn",
     summary="Solve a general stochastic reward net",
     response_model=SrnSolveResult,
-    responses=problem_responses(415, 422, 429, 503),
+    responses=problem_responses(400, 415, 422, 429, 503),
 )
 async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
     """Generate the tangible reachability graph of a posted SRN and solve its CTMC in
@@ -187,42 +189,52 @@ async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
     limits = state.settings
     payload = body.model_dump(mode="json")
     key, entry = state.cached("srn", payload)
-    hit = entry is not None
-    if entry is None:
-        full = SolveBudget(
-            max_states=limits.max_states,
-            max_edges=limits.max_edges,
-            max_transitions=limits.max_transitions,
-            max_places=limits.max_places,
-            max_expression_length=limits.max_expression_length,
-            max_time_points=limits.max_time_points,
-            max_distribution_states=limits.max_distribution_states,
-            time_limit_s=limits.solve_timeout_s,
-            max_vanishing=limits.max_vanishing,
-            max_pnml_elements=limits.max_pnml_elements,
-            max_pnml_bytes=limits.max_body_bytes,
+    if entry is not None:
+        return respond(request, entry, True)
+    full = SolveBudget(
+        max_states=limits.max_states,
+        max_edges=limits.max_edges,
+        max_transitions=limits.max_transitions,
+        max_places=limits.max_places,
+        max_expression_length=limits.max_expression_length,
+        max_time_points=limits.max_time_points,
+        max_distribution_states=limits.max_distribution_states,
+        time_limit_s=limits.solve_timeout_s,
+        max_pnml_elements=limits.max_pnml_elements,
+        max_pnml_bytes=limits.max_body_bytes,
+        max_vanishing=limits.max_vanishing,
+    )
+    small = dataclasses.replace(
+        full,
+        max_states=min(limits.inprocess_max_states, limits.max_states),
+        max_edges=min(50 * limits.inprocess_max_states, limits.max_edges),
+        max_vanishing=min(50 * limits.inprocess_max_states, limits.max_vanishing),
+        max_work=limits.inprocess_max_work,
+        in_process=True,
+    )
+
+    def in_process() -> dict[str, Any]:
+        result = solve_srn(payload, small)
+        result["solved_in"] = "process"
+        return result
+
+    async def compute() -> bytes:
+        body = await _solve_in_process(state, payload, small.max_states, in_process)
+        if body is not None:
+            return body
+        result = await state.pool.run(
+            "srn-solve",
+            {"request": payload, "budget": dataclasses.asdict(full)},
+            limits.solve_timeout_s,
+            kind="srn",
         )
-        small = dataclasses.replace(
-            full,
-            max_states=min(limits.inprocess_max_states, limits.max_states),
-            max_edges=min(50 * limits.inprocess_max_states, limits.max_edges),
-            max_vanishing=min(50 * limits.inprocess_max_states, limits.max_vanishing),
-            max_work=limits.inprocess_max_work,
-            in_process=True,
-        )
-        result = await _solve_in_process(state, payload, small)
-        if result is not None:
-            result["solved_in"] = "process"
-        else:
-            result = await state.pool.run(
-                "srn-solve",
-                {"request": payload, "budget": dataclasses.asdict(full)},
-                limits.solve_timeout_s,
-                kind="srn",
-            )
-            result["solved_in"] = "worker-pool"
-        entry = state.store(key, result)
-    return respond(request, entry, hit)
+        result["solved_in"] = "worker-pool"
+        return await state.encoded(result)
+
+    # Not restricted to the fields sent: a missing `times` or `absorbing` is named as
+    # such, and every other field names a part of the posted net.
+    entry = await state.compute_once(key, compute)
+    return respond(request, entry, False)
 
 
 def _shutting_down(state: ServiceState) -> ProblemError:
@@ -235,7 +247,7 @@ def _shutting_down(state: ServiceState) -> ProblemError:
 
 async def _guarded_in_thread(
     state: ServiceState, kind: str, compute: Callable[[], Any]
-) -> Any | None:
+) -> bytes | None:
     """Run ``compute`` in a thread of the server process, bounded; None if it overran.
 
     The bounds are ``inprocess_max_seconds`` of wall time and ``inprocess_max_memory_bytes``
@@ -250,7 +262,7 @@ async def _guarded_in_thread(
         return run_guarded(compute, limits.inprocess_max_seconds, limits.inprocess_max_memory_bytes)
 
     try:
-        return await _in_thread(state, kind, bounded)
+        return await state.in_thread(kind, bounded)
     except WorkInterrupted as exc:
         if exc.reason == "cancelled":
             raise _shutting_down(state) from None
@@ -268,31 +280,32 @@ async def _in_process_or_pool(
     compute: Callable[[], Any],
     job: str,
     job_payload: dict[str, Any],
-) -> Any:
+) -> bytes:
     """Compute in the server process, or in the pool if that overran its bounds."""
-    result = await _guarded_in_thread(state, kind, compute)
-    if result is None:
+    body = await _guarded_in_thread(state, kind, compute)
+    if body is None:
         result = await state.pool.run(job, job_payload, state.settings.solve_timeout_s, kind=kind)
-    return result
+        body = await state.encoded(result)
+    return body
 
 
 async def _solve_in_process(
-    state: ServiceState, payload: dict[str, Any], budget: SolveBudget
-) -> dict[str, Any] | None:
+    state: ServiceState,
+    payload: dict[str, Any],
+    max_states: int,
+    solve: Callable[[], dict[str, Any]],
+) -> bytes | None:
     """Solve in the server process if the estimate allows it; None means "use the pool".
 
     The estimate is made before any work starts; the run itself is bounded
     (:func:`_guarded_in_thread`).
     """
-    estimate = estimate_srn_solve(payload, budget.max_states, state.settings.inprocess_max_work)
+    estimate = estimate_srn_solve(payload, max_states, state.settings.inprocess_max_work)
     if not estimate.in_process:
         state.metrics.moved_to_pool.labels("srn", "estimate").inc()
         return None
     try:
-        result: dict[str, Any] | None = await _guarded_in_thread(
-            state, "srn", lambda: solve_srn(payload, budget)
-        )
+        return await _guarded_in_thread(state, "srn", solve)
     except SolveTooLarge:
         state.metrics.moved_to_pool.labels("srn", "size").inc()
         return None
-    return result

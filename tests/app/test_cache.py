@@ -59,3 +59,12 @@ def test_disabled_cache_keeps_nothing() -> None:
     cache = ResultCache(max_entries=0, max_bytes=1_000)
     cache.put("k", b"1")
     assert cache.get("k") is None
+
+
+def test_key_size_does_not_grow_with_the_request() -> None:
+    # Issue #13: keys were the request text, held outside the cache's byte budget (300
+    # distinct 959 KB posts added 276 MB).  A digest is the same size for any request.
+    small = cache_key("srn", {"parameters": {"a": 1.0}})
+    large = cache_key("srn", {"parameters": {f"p{i}": 1.5 for i in range(100_000)}})
+    assert len(large) == len(small) <= 80
+    assert large != cache_key("srn", {"parameters": {f"p{i}": 1.5 for i in range(99_999)}})

@@ -53,7 +53,7 @@ def test_rate_json_is_the_library_answer(capsys: Any) -> None:
     ("extra", "option"),
     [
         (["--file-size", "lots"], "--file-size"),
-        (["--line-rate", "1GB/s"], "--line-rate"),
+        (["--line-rate", "1gbps"], "--line-rate"),  # case matters: refused, not guessed
         (["--coalesce-packets", "999"], "--coalesce-packets"),
         (["--profile", "nope"], "--profile"),
     ],

@@ -33,11 +33,51 @@ def test_unknown_fields_are_rejected(client: TestClient, problem_of: Any, path: 
 
 
 @pytest.mark.parametrize("path", POST_ENDPOINTS)
-def test_malformed_json(client: TestClient, problem_of: Any, path: str) -> None:
-    r = client.post(path, content=b'{"a": ', headers={"content-type": "application/json"})
-    body = problem_of(r, 422)
-    assert body["errors"][0]["field"] == "body"
-    assert "invalid JSON" in body["errors"][0]["reason"]
+def test_malformed_json_is_400(client: TestClient, problem_of: Any, path: str) -> None:
+    # Issue #13: a body that is not JSON is a bad request (400), not a schema mismatch.
+    for content in (b'{"a": ', b"\xff\xfe{", b"\x00"):
+        r = client.post(path, content=content, headers={"content-type": "application/json"})
+        body = problem_of(r, 400)
+        assert body["type"] == "/problems/malformed-json"
+        assert body["errors"][0]["field"] == "body"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "flag"),
+    [
+        (
+            "/bottleneck-rate",
+            {
+                "workload": {"cpu_tasks": 1, "io_tasks": 0},
+                "transfer": {"file_size_bytes": 1000, "propagation_delay_s": 0.1},
+            },
+            "include_curve",
+        ),
+        (
+            "/workloads/service-time",
+            {"workload": {"cpu_tasks": 1, "io_tasks": 0}},
+            "include_phase_type",
+        ),
+        (
+            "/queues/nic",
+            {
+                "arrival_rates_pps": [1.0],
+                "service_rate_per_s": 2.0,
+                "buffer_packets": 4,
+                "coalesce_packets": 1,
+            },
+            "include_distribution",
+        ),
+    ],
+)
+@pytest.mark.parametrize("value", [0, 1, "true", "yes", None])
+def test_booleans_are_strict(
+    client: TestClient, problem_of: Any, path: str, body: dict[str, Any], flag: str, value: Any
+) -> None:
+    # Issue #13: `0` was read as false.  Only JSON true and false are booleans.
+    problem = problem_of(client.post(path, json={**body, flag: value}), 422)
+    assert f"body.{flag}" in {e["field"] for e in problem["errors"]}
+    assert client.post(path, json={**body, flag: False}).status_code == 200
 
 
 @pytest.mark.parametrize("path", POST_ENDPOINTS)

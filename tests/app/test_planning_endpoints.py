@@ -41,7 +41,7 @@ def test_nic_queue_with_batch_one_is_mm1k(client: TestClient) -> None:
         # Closed form vs the exact solver: agreement to rounding (1e-12 relative).
         assert body["loss_probability"][i] == pytest.approx(loss, rel=1e-12)
         assert body["mean_occupancy"][i] == pytest.approx(mean, rel=1e-12)
-    # Send rates are arrival rates times 8 S_pkt (SPEC section 3).
+    # Send rates are arrival rates times 8 S_pkt (docs/conventions.md §3).
     assert body["send_rate_bps"][0] == pytest.approx(lam[0] * 8 * 1468)
 
 
@@ -113,7 +113,7 @@ def test_transfer_time_without_loss_is_the_hand_formula(client: TestClient) -> N
     assert body["total_bytes"] == total
     for rate, t in zip([2e8, 1e9], body["curve"]["total_s"], strict=True):
         b = rate / 8
-        # SPEC section 4 with l = 0: one blast, one bitmap, two propagation delays.
+        # docs/conventions.md §4 with l = 0: one blast, one bitmap, two propagation delays.
         expected = delay + total / b + (total / (8 * payload * b) + delay)
         assert t == pytest.approx(expected, rel=1e-12)
     # Without loss, faster is always better: the optimum is the line rate.
@@ -310,3 +310,20 @@ def test_transient_needs_times(client: TestClient, problem_of: Any) -> None:
         client.post("/srn/solve", json={"net": queue_net(3), "analysis": "transient"}), 422
     )
     assert body["errors"][0]["field"] == "body.times"
+
+
+def test_nic_queue_far_above_saturation_is_answered(client: TestClient) -> None:
+    # Issue #13: this body was a 500 (SuperLU: "Factor is exactly singular").  The answer
+    # is the saturation limit, 1 - loss = mu * clip(K/2, a, b) / lam (queues._general).
+    body = {
+        "buffer_packets": 243,
+        "coalesce_packets": 243,
+        "arrival_rates_pps": [4.6e11],
+        "min_batch": 1,
+        "service_rate_per_s": 1e-6,
+    }
+    r = client.post("/queues/nic", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["throughput_pps"][0] == pytest.approx(1e-6 * 121.5, rel=1e-9)
+    assert 0.0 < 1.0 - out["loss_probability"][0] < 1e-15

@@ -1,6 +1,9 @@
-"""Human-friendly quantities (SPEC "Units": 1 MB = 10^6 B, 1 Mbps = 10^6 bit/s)."""
+"""Human-friendly quantities (docs/conventions.md "Units": case matters, B is a byte and b a
+bit, 1 MB = 10^6 B, 1 MiB = 2^20 B, 1 Mbps = 10^6 bit/s)."""
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import pytest
 from hypothesis import given
@@ -20,8 +23,13 @@ from app.units import QuantityError, parse_bitrate, parse_duration, parse_size
         ("2MiB", 2 * 1024**2),
         ("1468", 1_468),
         ("1468B", 1_468),
+        ("1468bytes", 1_468),
         ("5e8", 500_000_000),
         ("1TB", 10**12),
+        # b is a bit: 500 megabits are 62.5 megabytes.
+        ("500Mb", 62_500_000),
+        ("4000Mbit", 500_000_000),
+        ("8b", 1),
     ],
 )
 def test_sizes_in_bytes(text: str, expected: int) -> None:
@@ -35,10 +43,16 @@ def test_sizes_in_bytes(text: str, expected: int) -> None:
     [
         ("950Mbps", 950e6),
         ("1Gbps", 1e9),
-        ("1gbps", 1e9),
+        ("1Gbit/s", 1e9),
+        ("1Gb/s", 1e9),
         ("10Gbit/s", 10e9),
         ("100kbps", 100e3),
         ("123456", 123_456.0),
+        # B is a byte: 1 GB/s is 8 Gbit/s.
+        ("1GBps", 8e9),
+        ("1GB/s", 8e9),
+        ("125MB/s", 1e9),
+        ("1MiB/s", 8 * 2**20),
     ],
 )
 def test_bit_rates_in_bit_per_second(text: str, expected: float) -> None:
@@ -60,13 +74,16 @@ def test_durations_in_seconds(text: str, expected: float) -> None:
         (parse_size, "-5MB", "cannot read"),
         (parse_size, "0MB", "strictly positive"),
         (parse_size, "1.5B", "whole number"),
+        (parse_size, "7b", "whole number"),
         (parse_size, "5XB", "unknown unit"),
         (parse_size, "1e300", "at most 2"),
+        (parse_size, "1e999999", "out of range"),
         (parse_size, "nan", "cannot read"),
-        (parse_bitrate, "1GB/s", "unknown unit"),
+        (parse_bitrate, "1GB", "unknown unit"),
         (parse_bitrate, "inf", "cannot read"),
         (parse_duration, "5 parsecs", "unknown unit"),
-        (parse_duration, "1e400", "not finite"),
+        (parse_duration, "1e400", "out of range"),
+        (parse_duration, "1e-999999", "out of range"),
     ],
 )
 def test_bad_quantities_name_the_field(parse: object, text: str, words: str) -> None:
@@ -75,7 +92,50 @@ def test_bad_quantities_name_the_field(parse: object, text: str, words: str) -> 
     assert info.value.field == "the_field"
 
 
+@pytest.mark.parametrize(
+    ("parse", "text"),
+    [
+        # Case is meaning: these are refused rather than guessed.
+        (parse_bitrate, "1gbps"),
+        (parse_bitrate, "1GBPS"),
+        (parse_bitrate, "1Kbps"),
+        (parse_size, "500mb"),
+        (parse_size, "1KB"),
+        (parse_size, "1kib"),
+        (parse_duration, "100MS"),
+        (parse_duration, "5m"),
+    ],
+)
+def test_ambiguous_spellings_list_the_accepted_forms(parse: object, text: str) -> None:
+    with pytest.raises(QuantityError, match="unknown unit") as info:
+        parse(text, "f")  # type: ignore[operator]
+    assert "case matters" in info.value.reason
+    assert "e.g." in info.value.reason
+
+
 @given(st.integers(min_value=1, max_value=10**6), st.sampled_from(["kB", "MB", "GB"]))
 def test_decimal_prefixes_are_exact(number: int, unit: str) -> None:
     factor = {"kB": 10**3, "MB": 10**6, "GB": 10**9}[unit]
     assert parse_size(f"{number}{unit}") == number * factor
+
+
+_PREFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+
+
+@given(
+    st.integers(min_value=1, max_value=10**6),
+    st.sampled_from(sorted(_PREFIX)),
+    st.sampled_from(["bps", "bit/s", "b/s", "Bps", "B/s"]),
+)
+def test_rates_bits_and_bytes(number: int, prefix: str, word: str) -> None:
+    # The byte forms are exactly 8 times the bit forms (one conversion, no rounding
+    # beyond the final float).
+    bits = Fraction(number * _PREFIX[prefix]) * (8 if word[0] == "B" else 1)
+    assert parse_bitrate(f"{number}{prefix}{word}") == float(bits)
+
+
+@given(st.integers(min_value=1, max_value=10**6), st.sampled_from(sorted(_PREFIX)))
+def test_sizes_bits_are_an_eighth_of_bytes(number: int, prefix: str) -> None:
+    nbytes = number * _PREFIX[prefix]
+    assert parse_size(f"{number}{prefix}B") == nbytes
+    assert parse_size(f"{8 * number}{prefix}b") == nbytes

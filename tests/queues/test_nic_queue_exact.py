@@ -17,7 +17,7 @@ from queues import BulkQueueSolution, bulk_service_queue, loss_probability
 
 
 def generator(lam: float, mu: float, K: int, N: int) -> np.ndarray:
-    """Dense generator of the chain on n = 0..K (SPEC section 3), built from scratch."""
+    """Dense generator of the chain on n = 0..K (docs/conventions.md §3), built from scratch."""
     Q = np.zeros((K + 1, K + 1))
     for n in range(K + 1):
         if n < K:
@@ -79,7 +79,7 @@ def test_batch_one_is_mm1k_closed_form(K: int) -> None:
 def test_buffer_of_one_batch_closed_form() -> None:
     # Reference: K = N.  Balance of states 1..N-1 gives pi(0) = ... = pi(N-1) = p and
     # state 0 gives lam p = mu pi(N), so pi(N) = (lam/mu) p and the loss is
-    # (lam/mu) / (N + lam/mu) (derived by hand from SPEC section 3).  Tolerance 1e-13.
+    # (lam/mu) / (N + lam/mu) (derived by hand from docs/conventions.md §3).  Tolerance 1e-13.
     lam, mu, N = np.array([10.0, 1e3, 2.5e4, 1e6]), 2.08e4, 6
     x = lam / mu
     np.testing.assert_allclose(loss_probability(lam, mu, N, N), x / (N + x), rtol=1e-13)
@@ -151,7 +151,7 @@ def test_large_ring_matches_sparse_solve_and_is_flow_balanced() -> None:
 @pytest.mark.parametrize(("K", "N"), [(64, 6), (8, 1), (300, 32), (6, 6)])
 def test_flow_balance(K: int, N: int) -> None:
     # Accepted rate = batch service rate x P(service running): lam (1 - l) = N mu P(n >= N)
-    # (rate conservation across the chain; SPEC section 3).  P(n >= N) is summed here from
+    # (rate conservation across the chain; docs/conventions.md §3).  P(n >= N) is summed here from
     # the returned distribution.  Tolerance: 1e-11 relative.
     mu = 20_800.0
     lam = np.geomspace(0.01, 100.0, 41) * N * mu

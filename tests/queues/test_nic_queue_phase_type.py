@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from queues import bulk_service_queue
 from queues._general import general_bulk_queue
 
-MU = 20_800.0  # interrupts/s (SPEC section 2 check value)
+MU = 20_800.0  # interrupts/s (docs/conventions.md §2 check value)
 
 
 def erlang(k: int, mu: float) -> tuple[np.ndarray, np.ndarray]:

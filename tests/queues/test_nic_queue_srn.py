@@ -27,8 +27,8 @@ import pytest
 from queues import bulk_service_queue
 from srn import Net, ReachabilityGraph, compile_net, immediate, steady_state, timed
 
-MU = 20_800.0  # interrupts/s: the SPEC section 2 check value (C = 1, I = 0, sx280-2007)
-PKT = 1468  # bytes (SPEC section 3)
+MU = 20_800.0  # interrupts/s: the docs/conventions.md §2 check value (C = 1, I = 0, sx280-2007)
+PKT = 1468  # bytes (docs/conventions.md §3)
 PAPER_LAMBDA = 1e9 / (8 * PKT)  # packets/s at the paper's 1 Gbps line rate
 
 # (K, N, lambda, mu): the paper's NIC (K = 64, N = 6) at 1 Gbps and at 500 Mbps; an
@@ -65,7 +65,7 @@ def fig2_net(K: int, N: int) -> Net:
 def general_rule_net(
     K: int, a: int, b: int, alpha: np.ndarray | None = None, T: np.ndarray | None = None
 ) -> Net:
-    """The rule [a, b] (SPEC section 3) with exponential (rate mu) or phase-type service.
+    """The rule [a, b] (docs/conventions.md §3) with exponential (rate mu) or phase-type service.
 
     Places: ``waiting`` (packets not yet taken), ``batch`` (packets of the batch in
     service, 0 when idle), ``idle`` (1 when no interrupt is being served), and with
@@ -239,7 +239,7 @@ def coxian3(mu: float) -> tuple[np.ndarray, np.ndarray]:
     [(30, 4, 4, 6.0), (64, 6, 6, PAPER_LAMBDA / 20_000), (20, 1, 5, 4.0), (18, 2, 4, 0.7)],
 )
 def test_phase_type_net_matches_solver(service, K: int, a: int, b: int, lam: float) -> None:
-    # Phase-type service (SPEC section 3, "phase-type service taken from part 2"): fixed
+    # Phase-type service (docs/conventions.md §3, "phase-type service taken from part 2"): fixed
     # batch goes through level censoring, a < b through the reduced sparse system.
     mu = 1.0
     alpha, T = service(mu)

@@ -1,0 +1,142 @@
+"""Concurrent requests: one computation per key (single flight), computed off the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import pytest
+
+import app.routes.bottleneck as bottleneck_routes
+import app.routes.planning as planning_routes
+from app import Settings, create_app
+from app.bottleneck import run_method
+from app.nic import solve_nic_queue
+from app.problems import FieldProblem, ProblemError
+
+SETTINGS = {"warm_up": False, "log_level": "warning", "solve_workers": 1}
+QUERY = {"cpu_tasks": 2, "io_tasks": 1, "file_size": "500MB", "propagation_delay": "100ms"}
+
+
+NIC = {
+    "arrival_rates_pps": [1_000.0, 2_000.0],
+    "service_rate_per_s": 20_800.0,
+    "buffer_packets": 64,
+    "coalesce_packets": 6,
+}
+
+
+async def _many(n: int, method: str, path: str, **kwargs: Any) -> list[httpx.Response]:
+    """``n`` identical requests, all sent at once to one fresh app."""
+    application = create_app(Settings(**SETTINGS))
+    transport = httpx.ASGITransport(app=application)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        return list(
+            await asyncio.gather(*(client.request(method, path, **kwargs) for _ in range(n)))
+        )
+
+
+@pytest.mark.parametrize("endpoint", ["nic", "bottleneck"])
+def test_identical_concurrent_misses_compute_once(
+    monkeypatch: pytest.MonkeyPatch, endpoint: str
+) -> None:
+    # Issue #13: identical concurrent requests were computed up to 5 times.
+    calls: list[str] = []
+
+    def slow(compute: Any) -> Any:
+        def run(payload: Mapping[str, Any]) -> dict[str, Any]:
+            calls.append(threading.current_thread().name)
+            time.sleep(0.3)  # long enough for every request to arrive while it runs
+            result: dict[str, Any] = compute(payload)
+            return result
+
+        return run
+
+    if endpoint == "nic":
+        monkeypatch.setattr(planning_routes, "solve_nic_queue", slow(solve_nic_queue))
+        responses = asyncio.run(_many(8, "POST", "/queues/nic", json=NIC))
+    else:
+        monkeypatch.setattr(bottleneck_routes, "run_method", slow(run_method))
+        responses = asyncio.run(_many(8, "GET", "/bottleneck-rate", params=QUERY))
+    assert [r.status_code for r in responses] == [200] * 8
+    assert len({r.content for r in responses}) == 1
+    assert len(calls) == 1
+    # ... and not on the event loop's thread.
+    assert threading.main_thread().name not in calls
+
+
+def test_waiters_share_the_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+
+    def failing(payload: Mapping[str, Any]) -> dict[str, Any]:
+        calls.append(1)
+        time.sleep(0.3)
+        raise ProblemError(
+            "invalid-parameter", "no", [FieldProblem("body.buffer_packets", "synthetic failure")]
+        )
+
+    monkeypatch.setattr(planning_routes, "solve_nic_queue", failing)
+    responses = asyncio.run(_many(6, "POST", "/queues/nic", json=NIC))
+    assert [r.status_code for r in responses] == [422] * 6
+    assert {r.json()["errors"][0]["reason"] for r in responses} == {"synthetic failure"}
+    assert len(calls) == 1
+
+
+def test_distinct_requests_are_not_coalesced(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+
+    def counting_method(payload: Mapping[str, Any]) -> dict[str, Any]:
+        calls.append(1)
+        return run_method(payload)
+
+    monkeypatch.setattr(bottleneck_routes, "run_method", counting_method)
+
+    async def scenario() -> list[httpx.Response]:
+        application = create_app(Settings(**SETTINGS))
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return list(
+                await asyncio.gather(
+                    *(
+                        client.get("/bottleneck-rate", params={**QUERY, "file_size": 10**6 + k})
+                        for k in range(4)
+                    )
+                )
+            )
+
+    responses = asyncio.run(scenario())
+    assert [r.status_code for r in responses] == [200] * 4
+    assert len(calls) == 4
+
+
+def test_the_event_loop_stays_responsive_during_a_computation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No endpoint computes on the event loop: while a (deliberately slow) computation
+    # runs, /healthz still answers at once.
+    def slow_method(payload: Mapping[str, Any]) -> dict[str, Any]:
+        time.sleep(1.0)
+        return run_method(payload)
+
+    monkeypatch.setattr(bottleneck_routes, "run_method", slow_method)
+
+    async def scenario() -> tuple[float, int]:
+        application = create_app(Settings(**SETTINGS))
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            heavy = asyncio.ensure_future(client.get("/bottleneck-rate", params=QUERY))
+            await asyncio.sleep(0.1)
+            start = time.perf_counter()
+            health = await client.get("/healthz")
+            waited = time.perf_counter() - start
+            assert not heavy.done()
+            assert (await heavy).status_code == 200
+            return waited, health.status_code
+
+    waited, status = asyncio.run(scenario())
+    assert status == 200
+    assert waited < 0.5  # a blocked loop would wait out the whole second
