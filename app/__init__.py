@@ -1,7 +1,7 @@
 """HTTP and command-line front ends of blastrate.
 
 ``app.main:app`` is the ASGI application, built by :func:`create_app` from
-:class:`Settings`; ``app.cli:main`` is the ``blastrate`` command line.  The two names are
+:class:`Settings`; ``app.commands:main`` is the ``blastrate`` command line.  The two names are
 imported on first use, so that the command line starts without loading the web stack.
 """
 

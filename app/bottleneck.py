@@ -24,9 +24,9 @@ from host import (
     HostProfile,
     Workload,
     end_system_state_count,
-    host_profile,
     interrupt_service_time,
 )
+from host.store import default_store
 
 from .problems import translated_errors
 
@@ -85,15 +85,20 @@ class MethodInputs:
         return out
 
 
-def resolve_host(profile: str, overrides: Mapping[str, Any]) -> HostProfile:
-    """The named profile with the given (non-None) overrides applied and validated.
+def resolve_host(profile: str | HostProfile, overrides: Mapping[str, Any]) -> HostProfile:
+    """The profile with the given (non-None) overrides applied and validated.
+
+    ``profile`` is a profile already fetched, or a name looked up in the profile store
+    (:func:`host.store.default_store`: built-ins first, then the stored ones).
 
     Raises
     ------
     WorkloadError
         ``field="profile"`` for an unknown name, or the field of an invalid override.
+    host.ProfileStoreError
+        When a stored name cannot be read from the database.
     """
-    base = host_profile(profile)
+    base = profile if isinstance(profile, HostProfile) else default_store().get(profile)
     changes = {k: v for k, v in overrides.items() if v is not None}
     return base.replace(**changes) if changes else base
 
@@ -111,7 +116,8 @@ def resolve_inputs(
     workload : dict
         ``cpu_tasks``, ``io_tasks`` and optionally ``cores``, ``disks``.
     host : dict
-        ``profile`` (default ``sx280-2007``) and optional overrides of :data:`HOST_FIELDS`.
+        ``profile`` (a name, default ``sx280-2007``, or a :class:`HostProfile` already
+        fetched) and optional overrides of :data:`HOST_FIELDS`.
     transfer : dict, optional
         ``file_size_bytes`` (bytes) and ``propagation_delay_s`` (s); omitted for the
         service time alone.

@@ -16,6 +16,8 @@ from fastapi.openapi.utils import get_openapi
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from host.store import ProfileStore, ProfileStoreError
+
 from . import __version__
 from .cache import QueryIndex, ResultCache
 from .docs import install_docs
@@ -38,6 +40,7 @@ from .routes.jobs import JobService
 from .settings import Settings
 from .shutdown import BoundedShutdown
 from .state import ServiceState
+from .stored_profiles import storage_problem
 
 __all__ = ["create_app"]
 
@@ -61,7 +64,8 @@ the RBUDP sending rate that minimises the transfer time, given the host's worklo
 TAGS = [
     {"name": "bottleneck", "description": "The whole method, for transfer tools."},
     {"name": "planning", "description": "Building blocks, for capacity planners."},
-    {"name": "profiles", "description": "Named host profiles."},
+    {"name": "profiles", "description": "Named host profiles: built-in and stored."},
+    {"name": "host", "description": "The live probe of the host running the service."},
     {"name": "health", "description": "Liveness, readiness, metrics."},
     {"name": "problems", "description": "Documentation of the problem types."},
 ]
@@ -212,6 +216,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(ValueError, on_library_error)
 
+    async def on_storage_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ProfileStoreError)
+        log.error("profile database: %s", exc)
+        return _problem_response(storage_problem(exc), request)
+
+    app.add_exception_handler(ProfileStoreError, on_storage_error)
+
 
 _VALIDATION_DESCRIPTION = "Invalid path or query parameter; `errors` names it (problem+json)."
 
@@ -302,6 +313,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         pool=pool,
         query_index=QueryIndex({"/bottleneck-rate": "bottleneck"}, settings.cache_entries),
     )
+    state.extras["profiles"] = ProfileStore(settings.database_url)
 
     def stop_serving() -> None:
         state.ready = False
@@ -313,6 +325,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from .live import start_probe, stop_probe
         from .warmup import compile_default_nets
 
         task: asyncio.Task[None] | None = None
@@ -320,8 +333,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await anyio.to_thread.run_sync(jobs.start_if_configured)
         if settings.warm_up:
             task = asyncio.create_task(_warm_up(state, compile_default_nets))
+            # The probe starts once warm-up is over: both need the cores at start-up.
+            task.add_done_callback(lambda _: start_probe(state))
         else:
             state.ready = True
+            start_probe(state)
         try:
             yield
         finally:
@@ -330,6 +346,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(task), settings.shutdown_timeout_s)
             await anyio.to_thread.run_sync(state.pool.close)
+            await anyio.to_thread.run_sync(lambda: stop_probe(state))
             await anyio.to_thread.run_sync(jobs.close)
             mark_worker_dead(metrics_dir)
             shutdown.uninstall()
@@ -347,12 +364,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.service = state
     install_docs(app)
     _install_error_handlers(app)
-    from .routes import bottleneck
+    from .routes import bottleneck, host, profiles
     from .routes import jobs as job_routes
 
     allowed: dict[str, set[str]] = {}
     for router in (
         bottleneck.router,
+        profiles.router,
+        host.router,
         planning.router,
         job_routes.router,
         health.router,

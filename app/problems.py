@@ -2,9 +2,10 @@
 
 A problem body always has ``type``, ``title``, ``status``, ``detail`` and ``instance``,
 plus ``request_id`` and an ``errors`` list in which each entry names the offending
-``field`` and, when a limit was reached, the ``limit``, the value ``allowed`` and the
-``actual`` value or count.  Library exceptions (``srn``, ``queues``, ``transport``) are
-translated here, so the libraries never know about HTTP.
+``field`` and, when a limit was reached, the ``limit``, the value ``allowed``, the
+``actual`` value or count, and ``raise_with``: the setting (``BLASTRATE_MAX_STATES``) that
+raises it, or null for a limit fixed by the model.  Library exceptions (``srn``,
+``queues``, ``transport``) are translated here, so the libraries never know about HTTP.
 
 Problem types are relative URIs ``/problems/<slug>``; ``GET /problems/{slug}`` describes
 each one.
@@ -36,6 +37,7 @@ __all__ = [
     "FieldProblem",
     "ProblemError",
     "ProblemType",
+    "limit_setting",
     "only_sent_fields",
     "problem_body",
     "problem_bytes",
@@ -110,7 +112,8 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             "A service limit was reached",
             "The model or the request needs more than a configured limit allows: states, "
             "expression length, solve wall time, rates per request... The `errors` entry "
-            "names the limit, the value allowed and the actual value.",
+            "names the limit, the value allowed, the actual value and, in `raise_with`, "
+            "the setting that raises it.",
             3,
         ),
         ProblemType(
@@ -182,6 +185,38 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             5,
         ),
         ProblemType(
+            "profile-read-only",
+            409,
+            "Built-in profiles cannot be changed",
+            "The built-in host profiles (the paper's figures) are read-only; store your "
+            "values under another name.",
+            2,
+        ),
+        ProblemType(
+            "probe-disabled",
+            404,
+            "The live probe is disabled",
+            "This service does not probe its host (setting `probe_enabled` is false), so it "
+            "has no live workload to report or compute from.",
+            2,
+        ),
+        ProblemType(
+            "probe-unavailable",
+            503,
+            "No live probe of this host",
+            "The live probe has not finished its first sampling window yet (retry after "
+            "`Retry-After` seconds), or it failed.",
+            4,
+        ),
+        ProblemType(
+            "storage-unavailable",
+            503,
+            "The profile database is unavailable",
+            "The database of stored host profiles could not be read or written; retry "
+            "after `Retry-After` seconds.",
+            5,
+        ),
+        ProblemType(
             "internal-error",
             500,
             "Internal error",
@@ -197,6 +232,23 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
         ),
     )
 }
+
+
+def limit_setting(limit: str | None) -> str | None:
+    """The environment variable that raises ``limit``, or None for a fixed limit.
+
+    Examples
+    --------
+    >>> limit_setting("max_states")
+    'BLASTRATE_MAX_STATES'
+    >>> limit_setting("max_tasks") is None
+    True
+    """
+    from .settings import Settings
+
+    if limit is None or limit not in Settings.model_fields:
+        return None
+    return "BLASTRATE_" + limit.upper()
 
 
 @dataclass(frozen=True)
@@ -227,6 +279,7 @@ class FieldProblem:
             out["limit"] = self.limit
             out["allowed"] = _json_number(self.allowed)
             out["actual"] = _json_number(self.actual)
+            out["raise_with"] = limit_setting(self.limit)
         return out
 
 
@@ -332,7 +385,10 @@ class ProblemError(Exception):
     def from_dict(cls, body: Mapping[str, Any]) -> ProblemError:
         """Rebuild a problem from :meth:`to_dict` output (e.g. sent back by a worker)."""
         slug = str(body["type"]).rsplit("/", 1)[-1]
-        errors = [FieldProblem(**e) for e in body.get("errors", [])]
+        errors = [
+            FieldProblem(**{k: v for k, v in e.items() if k != "raise_with"})
+            for e in body.get("errors", [])
+        ]
         return cls(
             slug if slug in PROBLEM_TYPES else "internal-error",
             str(body.get("detail", "")),

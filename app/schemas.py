@@ -22,17 +22,20 @@ __all__ = [
     "BottleneckRateRequest",
     "BottleneckRateResult",
     "HostOverrides",
+    "HostProbeResult",
     "HostProfileModel",
     "JobProgress",
     "NicQueueRequest",
     "NicQueueResult",
     "Problem",
+    "ProfileBody",
     "ServiceTimeRequest",
     "ServiceTimeResult",
     "SrnJob",
     "SrnReward",
     "SrnSolveRequest",
     "SrnSolveResult",
+    "StoredProfileModel",
     "TransferRequest",
     "TransferTimeRequest",
     "TransferTimeResult",
@@ -89,6 +92,11 @@ class FieldProblemModel(ResponseModel):
     allowed: float | None = Field(default=None, description="The limit's value.")
     actual: float | None = Field(
         default=None, description="The value or count the request reached."
+    )
+    raise_with: str | None = Field(
+        default=None,
+        description="The setting that raises the limit where the service runs, e.g. "
+        "`BLASTRATE_MAX_STATES` (null when no setting controls it).",
     )
 
 
@@ -193,8 +201,25 @@ class BottleneckQuery(BaseModel):
     # Not a RequestModel: infinities fail the bounds instead of allow_inf_nan.
     model_config = ConfigDict(extra="forbid")
 
-    cpu_tasks: int = Field(ge=0, le=MAX_TASKS, description="C, CPU-bound tasks.", examples=[2])
-    io_tasks: int = Field(ge=0, le=MAX_TASKS, description="I, I/O-bound tasks.", examples=[1])
+    cpu_tasks: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_TASKS,
+        description="C, CPU-bound tasks (required unless `workload=live`).",
+        examples=[2],
+    )
+    io_tasks: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_TASKS,
+        description="I, I/O-bound tasks (required unless `workload=live`).",
+        examples=[1],
+    )
+    workload: Literal["given", "live"] = Field(
+        default="given",
+        description="`live`: C, I, m and d (and the NIC values it could read) from the "
+        "live probe of the host running the service; explicit parameters override.",
+    )
     file_size: str = Field(
         min_length=1, max_length=64, description=f"File size: {_SIZE_DOC}.", examples=["500MB"]
     )
@@ -381,6 +406,12 @@ class BottleneckRateResult(ResponseModel):
     interrupt_service_rate_per_s: float
     limited_by: Literal["end-system", "line-rate"]
     rounds: int = Field(description="ceil(N_resend) + 1 at the chosen rate.")
+    workload_source: Literal["live"] | None = Field(
+        default=None, description="`live` when the workload came from the live probe."
+    )
+    probe: HostProbeResult | None = Field(
+        default=None, description="The live probe the workload came from."
+    )
     inputs: BottleneckInputs
     curve: CurveModel | None = None
     service_time: ServiceTimeSummary | None = None
@@ -402,9 +433,83 @@ class HostProfileModel(ResponseModel):
     packet_payload_bytes: int
 
 
+class StoredProfileModel(HostProfileModel):
+    """A host profile with what the store knows about it."""
+
+    built_in: bool = Field(description="True for the read-only built-in profiles.")
+    provenance: dict[str, Any] | None = Field(
+        default=None, description="Where a stored profile's values came from."
+    )
+    updated_at: str | None = Field(
+        default=None, description="When a stored profile was last written (ISO 8601, UTC)."
+    )
+
+
 class ProfileList(ResponseModel):
     default: str
-    profiles: list[HostProfileModel]
+    profiles: list[StoredProfileModel]
+
+
+class ProfileBody(RequestModel):
+    """A host profile to store: every value in SI units, and optionally its provenance."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "mu_io_cpu": 5200.0,
+                    "mu_disk": 1500.0,
+                    "mu_net": 83000.0,
+                    "buffer_packets": 512,
+                    "coalesce_packets": 32,
+                    "line_rate_bps": 10e9,
+                    "packet_payload_bytes": 8968,
+                    "provenance": {"host": "rx-7", "method": "blastrate calibrate"},
+                }
+            ]
+        }
+    )
+
+    name: Name | None = Field(
+        default=None, description="If given, must equal the name in the path."
+    )
+    mu_io_cpu: Rate = Field(description="Processor-to-disk move rate of an I/O task (1/s).")
+    mu_disk: Rate = Field(description="Disk service rate per busy disk (1/s).")
+    mu_net: Rate = Field(description="Interrupt service rate alone on a core (1/s).")
+    buffer_packets: int = Field(ge=1, le=MAX_PACKETS, description="NIC buffer K (packets).")
+    coalesce_packets: int = Field(ge=1, le=MAX_PACKETS, description="Coalescing N (packets).")
+    line_rate_bps: float = Field(ge=MIN_BIT_RATE, le=MAX_LINE_RATE, description="bit/s.")
+    packet_payload_bytes: int = Field(ge=1, le=65_535, description="S_pkt (bytes).")
+    provenance: dict[str, Any] | None = Field(
+        default=None, description="Where the values came from (a JSON object, <= 64 kB)."
+    )
+
+
+# -- the live probe ------------------------------------------------------------------------
+
+
+class ProbeReading(ResponseModel):
+    """One probed value and where it came from."""
+
+    value: Any = Field(description="The value, or the default used when unread.")
+    source: str = Field(description="File, call or command read, or `default: <name>`.")
+    unread: str | None = Field(default=None, description="Why the value could not be read.")
+
+
+class HostProbeResult(ResponseModel):
+    """One window of the live probe (extra members: CPU, block devices, tasks)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    workload: dict[str, ProbeReading] = Field(
+        description="`cpu_tasks`, `io_tasks`, `cores`, `disks`."
+    )
+    nic: dict[str, ProbeReading] = Field(
+        description="`interface`, `line_rate_bps`, `mtu_bytes`, `packet_payload_bytes`, "
+        "`buffer_packets`, `coalesce_packets`."
+    )
+    window_s: float = Field(description="Length of the sampling window (s).")
+    taken_at: str = Field(description="End of the window (ISO 8601, UTC).")
 
 
 # -- service time --------------------------------------------------------------------------

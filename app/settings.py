@@ -140,8 +140,8 @@ class Settings(BaseSettings):
     # -- long solves (/srn/jobs) -----------------------------------------------------------
     database_url: str | None = Field(
         default=None,
-        description="SQLAlchemy URL of the job database (BLASTRATE_DATABASE_URL); by default "
-        "an SQLite file in the user's data directory.",
+        description="SQLAlchemy URL of the job and profile database (BLASTRATE_DATABASE_URL); "
+        "by default an SQLite file in the user's data directory.",
     )
     job_workers: int = Field(
         default=1, ge=1, le=64, description="Jobs one service process runs at the same time."
@@ -200,6 +200,21 @@ class Settings(BaseSettings):
     cache_entries: int = Field(default=4_096, ge=0, description="Results kept in the LRU cache.")
     cache_bytes: int = Field(
         default=64_000_000, ge=0, description="Total size of the cached response bodies (bytes)."
+    )
+    # -- host profiles and the live probe (host-live) ----------------------------------------
+    # (the stored profiles share `database_url` with the jobs)
+    probe_enabled: bool = Field(
+        default=True,
+        description="Probe this host's workload in a background thread, for GET /host and "
+        "GET /bottleneck-rate?workload=live.",
+    )
+    probe_interval_s: float = Field(
+        default=2.0, gt=0, le=600, description="Sampling window of each live probe (s)."
+    )
+    probe_interface: str | None = Field(
+        default=None,
+        max_length=15,
+        description="Receiving network interface to probe; default: the default route's.",
     )
     # -- start-up and logging ------------------------------------------------------------
     warm_up: bool = Field(

@@ -16,6 +16,7 @@ from .errors import WorkloadError
 from .nets import end_system_nets, end_system_state_count
 from .profiles import DEFAULT_PROFILE, HOST_PROFILES, HostProfile, host_profile
 from .service_time import EndSystemOccupancy, InterruptServiceTime, interrupt_service_time
+from .store import ProfileStore, ProfileStoreError, StoredProfile
 from .workload import MAX_CORES, MAX_DISKS, MAX_TASKS, Workload
 
 __all__ = [
@@ -27,6 +28,9 @@ __all__ = [
     "EndSystemOccupancy",
     "HostProfile",
     "InterruptServiceTime",
+    "ProfileStore",
+    "ProfileStoreError",
+    "StoredProfile",
     "Workload",
     "WorkloadError",
     "end_system_nets",

@@ -1,15 +1,37 @@
 # Sourced by the set-up scripts: make (or reuse) the project's virtual environment
 # and install the pinned dependencies into it. VENV overrides the location.
+#
+# Source it with the extras as its one argument, always, "" for none:
+#     source scripts/_venv.sh ""      # the service
+#     source scripts/_venv.sh test    # the test tools too
+# `source` without arguments shares the caller's "$@": `./scripts/serve --port 9000` once
+# handed "--port" to pip as the name of an extra.  Anything but extras' names is refused.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${VENV:-$root/.venv}"
 python="${PYTHON:-python3}"
-extras="${1:-}"
+extras="${1-}"
+if ! [[ "$extras" =~ ^[a-z][a-z0-9_-]*(,[a-z][a-z0-9_-]*)*$ || -z "$extras" ]]; then
+  echo "scripts/_venv.sh: '$extras' is not a list of extras; source it as" \
+    "'source scripts/_venv.sh EXTRAS' (\"\" for none)" >&2
+  return 2 2>/dev/null || exit 2
+fi
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 stamp="$venv/.blastrate-installed${extras:+-$extras}"
-if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$root/constraints.txt" -nt "$stamp" ]; then
+# A stamp is current when it is newer than both dependency files. Without extras, an
+# environment installed with any extras (the test venv, say) is good enough.
+current() { [ -f "$1" ] && [ ! "$root/pyproject.toml" -nt "$1" ] && [ ! "$root/constraints.txt" -nt "$1" ]; }
+candidates=("$stamp")
+if [ -z "$extras" ]; then
+  candidates+=("$venv"/.blastrate-installed*)
+fi
+installed=false
+for candidate in "${candidates[@]}"; do
+  if current "$candidate"; then installed=true; break; fi
+done
+if [ "$installed" = false ]; then
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     -c "$root/constraints.txt" -e "$root${extras:+[$extras]}"

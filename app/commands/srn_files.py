@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from ..net_files import NetFileError, net_format, read_net_request, write_net
+from .common import EXIT_USAGE, CliError
 
 __all__ = ["convert", "load_net_request"]
 
@@ -64,6 +65,6 @@ def convert(source: str, target: str, to: str | None, dialect: str) -> None:
             out_fmt = "pnml" if in_fmt == "json" else "json"
         write_net(request["net"], target, "pnml" if out_fmt == "pnml" else "json", dialect=dialect)  # type: ignore[arg-type]
     except NetFileError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise CliError(str(exc), EXIT_USAGE) from None
     if target != "-":
         click.echo(f"wrote {out_fmt.upper()} to {target}", err=True)

@@ -1,4 +1,4 @@
-"""The effective bottleneck rate, the interrupt service time and the host profiles.
+"""The effective bottleneck rate and the interrupt service time.
 
 ``GET /bottleneck-rate`` is on the critical path of transfer tools, so it is lean: one
 validation of the whole query (unknown and repeated parameters refused), a cache lookup
@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
 
-from host import DEFAULT_PROFILE, HOST_PROFILES, HostProfile
+from host import HOST_PROFILES
 
 from ..bottleneck import (
     HOST_FIELDS,
@@ -29,6 +29,7 @@ from ..bottleneck import (
     state_count,
 )
 from ..cache import CachedBody
+from ..live import latest_probe, live_host_overrides, live_workload
 from ..problems import FieldProblem, ProblemError, only_sent_fields, translated_errors
 from ..schemas import (
     MAX_DELAY_S,
@@ -38,13 +39,12 @@ from ..schemas import (
     BottleneckQuery,
     BottleneckRateRequest,
     BottleneckRateResult,
-    HostProfileModel,
-    ProfileList,
     ServiceTimeRequest,
     ServiceTimeResult,
     query_parameters,
 )
 from ..state import ServiceState, respond, service
+from ..stored_profiles import fetch_profile
 from ..units import QuantityError, parse_bitrate, parse_duration, parse_size
 from .common import (
     NOT_MODIFIED,
@@ -97,10 +97,19 @@ async def _answer(
     options: dict[str, Any],
     aliases: Mapping[str, str],
     prefix: str,
+    extra: dict[str, Any] | None = None,
 ) -> Response:
-    key, entry = state.cached(function, [inputs, options])
+    # `extra` (the live probe) is part of the answer, so part of the key.
+    key, entry = state.cached(
+        function, [inputs, options] if extra is None else [inputs, options, extra]
+    )
+    # Only built-in profiles (read-only) and given workloads may be answered from the raw
+    # query string later: a stored profile can change under the same name, a live probe
+    # every window.
+    indexable = extra is None and inputs["host"]["profile"] in HOST_PROFILES
     if entry is not None:
-        _index(request, state, entry)
+        if indexable:
+            _index(request, state, entry)
         return respond(request, entry, hit=True)
     limits = state.settings
     states = state_count(inputs)
@@ -147,17 +156,21 @@ async def _answer(
         "prefix": prefix,
     }
 
+    def with_extra(body: dict[str, Any]) -> dict[str, Any]:
+        return body if extra is None else {**body, **extra}
+
     async def compute() -> bytes:
         if heavy or states > limits.inprocess_max_method_states:
             # Large chains: a worker process, where the wall-time limit can stop them
             # and the GIL is not shared with the event loop.
             body = await state.pool.run("method", payload, limits.solve_timeout_s, kind=function)
-            return await state.encoded(body)
+            return await state.encoded(with_extra(body))
         # Paper-sized chains take about a millisecond: a bounded thread, off the loop.
-        return await state.in_thread(function, lambda: run_method(payload))
+        return await state.in_thread(function, lambda: with_extra(run_method(payload)))
 
     entry = await state.compute_once(key, compute)
-    _index(request, state, entry)
+    if indexable:
+        _index(request, state, entry)
     return respond(request, entry, hit=False)
 
 
@@ -182,7 +195,7 @@ def _bounded(value: float, field: str, low: float, high: float, unit: str) -> fl
     tags=["bottleneck"],
     response_model=BottleneckRateResult,
     response_model_exclude_none=True,
-    responses={**NOT_MODIFIED, **problem_responses(422, 429)},
+    responses={**NOT_MODIFIED, **problem_responses(404, 422, 429, 503)},
     openapi_extra={"parameters": query_parameters(BottleneckQuery)},
 )
 async def get_bottleneck_rate(request: Request) -> Response:
@@ -199,8 +212,34 @@ async def get_bottleneck_rate(request: Request) -> Response:
     params = strict_query(request, BottleneckQuery)
     sent = ["query." + name for name in params]
     with only_sent_fields(sent, _RELATED):
-        q = validated_query(BottleneckQuery, params)
+        # C and I are required unless the workload is the live probe's.
+        missing = [
+            {"type": "missing", "loc": ("query", f), "msg": "Field required", "input": None}
+            for f in ("cpu_tasks", "io_tasks")
+            if f not in params and params.get("workload") != "live"
+        ]
+        try:
+            q = validated_query(BottleneckQuery, params)
+        except RequestValidationError as exc:
+            raise RequestValidationError([*missing, *exc.errors()]) from None
+        if missing:
+            raise RequestValidationError(missing)
         state = service(request)
+        extra: dict[str, Any] | None = None
+        nic: dict[str, Any] = {}
+        workload: dict[str, Any]
+        if q.workload == "live":
+            probe = latest_probe(state, field="query.workload")
+            workload = dict(live_workload(probe, q.cores, q.disks))
+            nic = live_host_overrides(probe)
+            extra = {"workload_source": "live", "probe": probe.to_dict()}
+        else:
+            workload = {
+                "cpu_tasks": q.cpu_tasks,
+                "io_tasks": q.io_tasks,
+                "cores": 1 if q.cores is None else q.cores,
+                "disks": 1 if q.disks is None else q.disks,
+            }
         with translated_errors(_QUERY_FIELDS, "query."):
             line_rate = packet_payload = None
             if q.line_rate is not None:
@@ -221,23 +260,21 @@ async def get_bottleneck_rate(request: Request) -> Response:
                 MAX_DELAY_S,
                 "s",
             )
+            host = {
+                "profile": await fetch_profile(state, q.profile),
+                "mu_io_cpu": q.mu_io_cpu,
+                "mu_disk": q.mu_disk,
+                "mu_net": q.mu_net,
+                "buffer_packets": q.buffer_packets,
+                "coalesce_packets": q.coalesce_packets,
+                "line_rate_bps": line_rate,
+                "packet_payload_bytes": packet_payload,
+            }
+            # Values the live probe read from the NIC fill what the query leaves unset.
+            host.update({k: v for k, v in nic.items() if host.get(k) is None})
             inputs = resolve_inputs(
-                {
-                    "cpu_tasks": q.cpu_tasks,
-                    "io_tasks": q.io_tasks,
-                    "cores": 1 if q.cores is None else q.cores,
-                    "disks": 1 if q.disks is None else q.disks,
-                },
-                {
-                    "profile": q.profile,
-                    "mu_io_cpu": q.mu_io_cpu,
-                    "mu_disk": q.mu_disk,
-                    "mu_net": q.mu_net,
-                    "buffer_packets": q.buffer_packets,
-                    "coalesce_packets": q.coalesce_packets,
-                    "line_rate_bps": line_rate,
-                    "packet_payload_bytes": packet_payload,
-                },
+                workload,
+                host,
                 {
                     "file_size_bytes": parse_size(q.file_size, "file_size"),
                     "propagation_delay_s": delay,
@@ -245,7 +282,14 @@ async def get_bottleneck_rate(request: Request) -> Response:
                 q.nic_service,
             ).to_dict()
         return await _answer(
-            request, state, "bottleneck", inputs, {"curve_points": 200}, _QUERY_FIELDS, "query."
+            request,
+            state,
+            "bottleneck",
+            inputs,
+            {"curve_points": 200},
+            _QUERY_FIELDS,
+            "query.",
+            extra,
         )
 
 
@@ -256,7 +300,7 @@ async def get_bottleneck_rate(request: Request) -> Response:
     tags=["bottleneck"],
     response_model=BottleneckRateResult,
     response_model_exclude_none=True,
-    responses=problem_responses(400, 415, 422, 429),
+    responses=problem_responses(400, 415, 422, 429, 503),
 )
 async def post_bottleneck_rate(body: BottleneckRateRequest, request: Request) -> Response:
     """The same answer as `GET /bottleneck-rate` from `workload`, `host` and `transfer`
@@ -273,9 +317,11 @@ async def post_bottleneck_rate(body: BottleneckRateRequest, request: Request) ->
                 body.service_time_points,
             )
         with translated_errors(_BODY_FIELDS, "body."):
+            host = body.host.model_dump()
+            host["profile"] = await fetch_profile(state, host["profile"])
             inputs = resolve_inputs(
                 body.workload.model_dump(),
-                body.host.model_dump(),
+                host,
                 body.transfer.model_dump(),
                 body.nic_service,
             ).to_dict()
@@ -303,7 +349,7 @@ def _too_many(field: str, allowed: int, actual: int) -> ProblemError:
     tags=["planning"],
     response_model=ServiceTimeResult,
     response_model_exclude_none=True,
-    responses=problem_responses(400, 415, 422, 429),
+    responses=problem_responses(400, 415, 422, 429, 503),
 )
 async def post_service_time(body: ServiceTimeRequest, request: Request) -> Response:
     """The time the host takes to service one network interrupt (the tagged-customer
@@ -330,7 +376,9 @@ async def post_service_time(body: ServiceTimeRequest, request: Request) -> Respo
         if body.grid_points > limits.max_curve_points:
             raise _too_many("body.grid_points", limits.max_curve_points, body.grid_points)
         with translated_errors(_BODY_FIELDS, "body."):
-            inputs = resolve_inputs(body.workload.model_dump(), body.host.model_dump()).to_dict()
+            host = body.host.model_dump()
+            host["profile"] = await fetch_profile(state, host["profile"])
+            inputs = resolve_inputs(body.workload.model_dump(), host).to_dict()
         options = {
             "times_s": body.times_s,
             "grid_points": body.grid_points,
@@ -339,46 +387,3 @@ async def post_service_time(body: ServiceTimeRequest, request: Request) -> Respo
         }
         aliases = {**_BODY_FIELDS, "times": "times_s"}
         return await _answer(request, state, "service-time", inputs, options, aliases, "body.")
-
-
-def _profile_dict(profile: HostProfile) -> dict[str, Any]:
-    return profile.to_dict()
-
-
-@router.get(
-    "/profiles",
-    operation_id="list_profiles",
-    summary="The named host profiles",
-    tags=["profiles"],
-    response_model=ProfileList,
-    responses=problem_responses(),
-)
-async def list_profiles() -> JSONResponse:
-    """Every built-in host profile, in SI units, and the default's name."""
-    return JSONResponse(
-        {
-            "default": DEFAULT_PROFILE,
-            "profiles": [_profile_dict(p) for _, p in sorted(HOST_PROFILES.items())],
-        }
-    )
-
-
-@router.get(
-    "/profiles/{name}",
-    operation_id="get_profile",
-    summary="One host profile",
-    tags=["profiles"],
-    response_model=HostProfileModel,
-    responses=problem_responses(404),
-)
-async def get_profile(name: str) -> JSONResponse:
-    """The host profile called `name`: service rates (1/s), NIC buffer and coalescing
-    (packets), line rate (bit/s) and packet payload (bytes)."""
-    profile = HOST_PROFILES.get(name)
-    if profile is None:
-        raise ProblemError(
-            "not-found",
-            f"no host profile {name[:64]!r}; known: {', '.join(sorted(HOST_PROFILES))}",
-            [FieldProblem("path.name", "unknown profile")],
-        )
-    return JSONResponse(_profile_dict(profile))

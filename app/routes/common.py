@@ -30,12 +30,14 @@ _DESCRIPTIONS = {
     400: "Request body is not valid JSON (problem+json).",
     404: "Not found (problem+json).",
     413: "Request body larger than `max_body_bytes` (problem+json).",
+    409: "A built-in profile cannot be changed (problem+json).",
     415: "Request body is not JSON (problem+json).",
     422: "Invalid input, a model with no answer, or a limit reached; `errors` names the field "
     "and the limit (problem+json).",
     429: "Every solver worker is busy and the queue is full; see `Retry-After` (problem+json).",
-    503: "Not ready yet, shutting down, a solver process failed on the server's side, or the "
-    "job database is unreachable; retry after `Retry-After` seconds (problem+json).",
+    503: "Not ready yet, shutting down, a solver process failed on the server's side, no live "
+    "probe window, or a database (jobs, profiles) is unreachable; see `Retry-After` "
+    "(problem+json).",
 }
 
 #: The 304 answer to a GET whose ``If-None-Match`` matches the result's ETag.

@@ -1,13 +1,17 @@
-"""Fixtures for the HTTP service tests: apps with small limits, clients, a live server."""
+"""Fixtures for the HTTP service tests: apps with small limits, clients, live servers."""
 
 from __future__ import annotations
 
 import socket
+import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 
 from app import Settings, create_app
 
@@ -25,6 +29,7 @@ TEST_SETTINGS: dict[str, Any] = {
     "max_states": 5_000,
     "max_expression_length": 200,
     "inprocess_max_states": 50,
+    "probe_enabled": False,
     "database_url": "sqlite://",  # jobs in memory, never in the user's data directory
 }
 
@@ -82,3 +87,36 @@ def problem_of() -> Callable[[Any, int], dict[str, Any]]:
 def unused_port() -> int:
     """A loopback TCP port that nothing listens on right now."""
     return free_port()
+
+
+@pytest.fixture
+def server_url(tmp_path: Path) -> Iterator[str]:
+    """A service (probe on, 0.2 s windows, its own SQLite file) on a loopback port, run
+    by uvicorn in a thread, for the commands' ``--server`` mode; stopped after."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    app = create_app(
+        Settings(
+            warm_up=False,
+            log_level="warning",
+            solve_workers=1,
+            probe_enabled=True,
+            probe_interval_s=0.2,
+            database_url=f"sqlite:///{tmp_path / 'server.db'}",
+        )
+    )
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

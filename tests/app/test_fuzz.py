@@ -30,6 +30,7 @@ APP = create_app(
         max_rates=200,
         max_curve_points=500,
         max_queue_cells=200_000,
+        probe_enabled=False,
         database_url="sqlite://",  # jobs in memory, never in the user's data directory
     )
 )

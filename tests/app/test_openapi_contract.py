@@ -13,6 +13,7 @@ REQUEST_BODIES = {
     "solve_nic_queue",
     "compute_transfer_time",
     "solve_srn",
+    "put_profile",
     "submit_srn_job",
 }
 
@@ -39,6 +40,9 @@ def test_operation_ids_are_stable_and_unique() -> None:
         "compute_service_time",
         "list_profiles",
         "get_profile",
+        "put_profile",
+        "delete_profile",
+        "probe_host",
         "solve_nic_queue",
         "compute_transfer_time",
         "solve_srn",

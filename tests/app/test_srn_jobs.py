@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TEST_SETTINGS
 from fastapi.testclient import TestClient
 
 from app import Settings, create_app
+from conftest import TEST_SETTINGS
 
 QUEUE = {
     "places": {"q": 0},

@@ -10,8 +10,15 @@ import pytest
 from click.testing import CliRunner
 
 import srn
-from app.cli import EXIT_OK, EXIT_USAGE, main
+from app.commands import main
+from app.commands.common import EXIT_OK, EXIT_USAGE
 from app.commands.srn_files import convert, load_net_request
+
+
+def run(argv: list[str]) -> int:
+    """``blastrate argv...`` in this process; its exit status (output to capsys)."""
+    return main.main(argv, standalone_mode=False)
+
 
 DATA = Path(__file__).parents[2] / "srn" / "data"
 
@@ -43,7 +50,7 @@ def test_convert_refuses_what_pnml_cannot_hold(tmp_path: Path) -> None:
         )
     )
     result = CliRunner().invoke(convert, [str(src), str(tmp_path / "q.pnml")])
-    assert result.exit_code == 1
+    assert result.exit_code == EXIT_USAGE
     assert "transitions.t.rate" in result.output and "expression" in result.output
 
 
@@ -54,7 +61,7 @@ def test_convert_reports_bad_pnml_with_its_line(tmp_path: Path) -> None:
         "</place></net></pnml>"
     )
     result = CliRunner().invoke(convert, [str(src), str(tmp_path / "out.json")])
-    assert result.exit_code == 1
+    assert result.exit_code == EXIT_USAGE
     assert "bad.pnml" in result.output and "<capacity> at line 2" in result.output
 
 
@@ -65,12 +72,12 @@ def test_loader_gives_the_solve_request() -> None:
 
 def test_solve_reads_pnml_like_json(capsys: Any, tmp_path: Path) -> None:
     """`blastrate solve MODEL.pnml` prints the same answer as for the JSON form of the net."""
-    status = main(["solve", str(DATA / "pipe-gspn1.xml"), "--json"])
+    status = run(["solve", str(DATA / "pipe-gspn1.xml"), "--json"])
     from_pnml, err = capsys.readouterr()
     assert status == EXIT_OK, err
     as_json = tmp_path / "gspn1.json"
     as_json.write_text(json.dumps(srn.read_pnml((DATA / "pipe-gspn1.xml").read_bytes()).to_dict()))
-    assert main(["solve", str(as_json), "--json"]) == EXIT_OK
+    assert run(["solve", str(as_json), "--json"]) == EXIT_OK
     from_json, _ = capsys.readouterr()
     assert json.loads(from_pnml) == json.loads(from_json)
     assert json.loads(from_pnml)["n_states"] == 3
@@ -80,18 +87,18 @@ def test_solve_reads_pnml_like_json(capsys: Any, tmp_path: Path) -> None:
 def test_solve_reports_bad_pnml(capsys: Any, tmp_path: Path, suffix: str) -> None:
     bad = tmp_path / f"bad{suffix}"
     bad.write_text('<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "b">]><pnml/>')
-    assert main(["solve", str(bad)]) == EXIT_USAGE
+    assert run(["solve", str(bad)]) == EXIT_USAGE
     _, err = capsys.readouterr()
     assert "forbidden XML construct" in err
 
 
-def test_argparse_convert_until_the_click_cli_lands(capsys: Any, tmp_path: Path) -> None:
+def test_convert_through_the_main_command(capsys: Any, tmp_path: Path) -> None:
     out = tmp_path / "classic.json"
-    assert main(["convert", str(DATA / "pipe-ClassicGSPN.xml"), str(out)]) == EXIT_OK
+    assert run(["convert", str(DATA / "pipe-ClassicGSPN.xml"), str(out)]) == EXIT_OK
     assert json.loads(out.read_text())["places"] == {"P0": 2, "P1": 0, "P2": 0}
     bad = tmp_path / "expr.json"
     bad.write_text(
         json.dumps({"places": {"q": 1}, "transitions": [{"name": "t", "guard": "#q>0"}]})
     )
-    assert main(["convert", str(bad), str(tmp_path / "x.pnml")]) == EXIT_USAGE
+    assert run(["convert", str(bad), str(tmp_path / "x.pnml")]) == EXIT_USAGE
     assert "guard" in capsys.readouterr().err

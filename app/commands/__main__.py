@@ -1,0 +1,5 @@
+"""``python -m app.commands``: the ``blastrate`` command line."""
+
+from . import main
+
+main()

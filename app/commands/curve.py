@@ -1,0 +1,117 @@
+"""``blastrate curve``: the transfer-time curve T(B_send), as a table, CSV or JSON."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import click
+
+from .common import (
+    EXIT_USAGE,
+    CliError,
+    json_option,
+    json_text,
+    resolve_format,
+    seconds_text,
+    si_text,
+    write_output,
+)
+from .method import bottleneck, method_options
+
+__all__ = ["CURVE_FORMATS", "curve"]
+
+#: The formats ``curve`` writes; the first is the default on stdout.
+CURVE_FORMATS = ("table", "csv", "json")
+
+_MAX_POINTS = 100_000
+
+
+def _rows(body: dict[str, Any]) -> list[dict[str, Any]]:
+    points = body["curve"]
+    return [
+        {"send_rate_bps": r, "transfer_time_s": t, "loss_probability": loss, "completes": ok}
+        for r, t, loss, ok in zip(
+            points["send_rate_bps"],
+            points["total_s"],
+            points["loss"],
+            points["completes"],
+            strict=True,
+        )
+    ]
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return out.getvalue()
+
+
+def _table(body: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    lines = [f"{'send rate':>14}  {'transfer time':>14}  {'loss':>10}"]
+    for row in rows:
+        t = "never" if row["transfer_time_s"] is None else seconds_text(row["transfer_time_s"])
+        lines.append(
+            f"{si_text(row['send_rate_bps'], 'bit/s'):>14}  {t:>14}  "
+            f"{row['loss_probability']:>10.3e}"
+        )
+    lines.append(
+        f"best: {si_text(body['effective_bottleneck_rate_bps'], 'bit/s')} -> "
+        f"{seconds_text(body['transfer_time_s'])}"
+    )
+    return "\n".join(lines)
+
+
+@click.command(short_help="The transfer-time curve T(B_send) as a table, CSV or JSON.")
+@method_options
+@click.option(
+    "--points",
+    type=int,
+    default=200,
+    show_default=True,
+    help=f"Points of the curve, evenly spaced up to the line rate (2..{_MAX_POINTS}).",
+)
+@click.option(
+    "-o",
+    "--output",
+    metavar="FILE",
+    help="Write to FILE; its suffix (.csv, .json, .txt) picks the format.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(CURVE_FORMATS),
+    help="Output format (default: from the suffix of --output, else table).",
+)
+@json_option
+def curve(points: int, output: str | None, fmt: str | None, as_json: bool, **args: Any) -> None:
+    """The transfer-time curve T(B_send) and its minimum.
+
+    \b
+    Examples:
+      blastrate curve -C 2 -I 1 --file-size 500MB --delay 100ms --points 5
+      blastrate curve -C 2 -I 1 --file-size 500MB --delay 100ms -o curve.csv
+    """
+    if not 2 <= points <= _MAX_POINTS:
+        raise CliError(f"--points: must lie in 2..{_MAX_POINTS}, got {points}", EXIT_USAGE)
+    chosen = resolve_format(fmt, as_json, output, CURVE_FORMATS)
+    body = bottleneck(args, {"curve_points": points, "include_curve": True}, "computing the curve")
+    rows = _rows(body)
+    if chosen == "json":
+        text = json_text(
+            {
+                "effective_bottleneck_rate_bps": body["effective_bottleneck_rate_bps"],
+                "transfer_time_s": body["transfer_time_s"],
+                "inputs": body["inputs"],
+                "curve": rows,
+            }
+        )
+    elif chosen == "csv":
+        text = _csv(rows)
+    else:
+        text = _table(body, rows)
+    write_output(text, output, what=f"{len(rows)} points")

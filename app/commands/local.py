@@ -1,0 +1,221 @@
+"""Local computations that can be stopped: a child process, a wall-time limit, a spinner.
+
+A solve spends most of its time inside NumPy/SciPy calls, where Python does not look at
+signals, so Ctrl-C on an in-process solve waited for the call to return (once 82 s).  Here
+the work runs in a forked child process; the parent only waits on a pipe, so Ctrl-C, the
+``--timeout`` limit and a dead child are noticed within a tenth of a second, and the child
+is killed (SIGKILL) so that no CPU keeps burning.  While it waits the parent shows a rich
+spinner with the elapsed time on stderr, when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import signal
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from .common import EXIT_INTERNAL, EXIT_MODEL, CliError, error_from_problem
+
+__all__ = [
+    "DEFAULT_LOCAL_TIMEOUT_S",
+    "Reporter",
+    "library_errors",
+    "progress",
+    "progress_text",
+    "run_local",
+]
+
+#: Wall time a local computation may take when ``--timeout`` is not given (s).
+DEFAULT_LOCAL_TIMEOUT_S = 600.0
+
+#: How often the parent looks at the pipe, the clock and the child (s).
+_POLL_S = 0.1
+
+#: What a job calls to report its progress: a dict such as ``{"stage": "solving",
+#: "states": 1200, "edges": 5000}`` (the keys of :func:`app.srn_solve.solve_srn`'s hook).
+Reporter = Callable[[dict[str, Any]], None]
+
+
+def progress_text(label: str, info: Mapping[str, Any]) -> str:
+    """The spinner's text for a progress report.
+
+    Examples
+    --------
+    >>> progress_text("solving net.json", {"stage": "solving", "states": 1200, "edges": 5000})
+    'solving net.json: solving, 1,200 states, 5,000 edges'
+    """
+    parts = [str(info["stage"])] if info.get("stage") else []
+    for key, name in (("states", "states"), ("edges", "edges"), ("iterations", "iterations")):
+        if isinstance(info.get(key), int):
+            parts.append(f"{info[key]:,} {name}")
+    if isinstance(info.get("residual"), float):
+        parts.append(f"residual {info['residual']:.1e}")
+    return f"{label}: {', '.join(parts)}" if parts else label
+
+
+@contextmanager
+def library_errors(aliases: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Library errors raised inside the block become one-line :class:`CliError`."""
+    from app.problems import ProblemError, translated_errors
+
+    try:
+        with translated_errors(aliases):
+            yield
+    except ProblemError as problem:
+        raise error_from_problem(problem.to_dict(""), local=True) from None
+
+
+@contextmanager
+def progress(label: str) -> Iterator[Callable[[str], None]]:
+    """A transient spinner with the elapsed time on stderr (only on a terminal).
+
+    Yields a function that replaces the label.
+    """
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    bar = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    with bar:
+        task = bar.add_task(label, total=None)
+        yield lambda text: bar.update(task, description=text)
+
+
+def _child_main(
+    conn: multiprocessing.connection.Connection,
+    job: Callable[[Any, Reporter], Any],
+    payload: Any,
+    aliases: Mapping[str, str],
+) -> None:
+    """Body of the child: run ``job(payload, report)``, send back the answer or the problem."""
+    # Ctrl-C in a terminal signals the whole process group; the parent decides.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from app.problems import FieldProblem, ProblemError, problem_from_exception
+
+    def report(info: dict[str, Any]) -> None:
+        conn.send(("progress", info))
+
+    try:
+        reply: tuple[str, Any] = ("ok", job(payload, report))
+    except MemoryError:
+        reply = (
+            "problem",
+            ProblemError(
+                "limit-exceeded",
+                "the computation ran out of memory",
+                [FieldProblem("body", "out of memory", "memory")],
+            ).to_dict(""),
+        )
+    except Exception as exc:
+        problem = problem_from_exception(exc, aliases)
+        if problem is not None:
+            reply = ("problem", problem.to_dict(""))
+        else:
+            reply = ("error", "".join(traceback.format_exception_only(exc)).strip())
+    try:
+        conn.send(reply)
+    finally:
+        conn.close()
+
+
+def run_local(
+    job: Callable[[Any, Reporter], Any],
+    payload: Any,
+    *,
+    timeout: float,
+    label: str,
+    aliases: Mapping[str, str] | None = None,
+) -> Any:
+    """Run ``job(payload)`` in a child process and return its answer.
+
+    Parameters
+    ----------
+    job : callable
+        ``job(payload, report)`` returning picklable data; it may call ``report`` with
+        progress dicts (see :data:`Reporter`), shown on the spinner.  The child is
+        forked, so ``job`` and ``payload`` need not be picklable.
+    payload : object
+        Its argument.
+    timeout : float
+        Wall-time limit (s): past it the child is killed and the limit reported, naming
+        ``--timeout``.
+    label : str
+        What the spinner says.
+    aliases : dict, optional
+        Library parameter name -> option field name, for errors.
+
+    Returns
+    -------
+    object
+        What ``job`` returned.
+
+    Raises
+    ------
+    CliError
+        The problem the library reported (exit 2 or 3), the time limit (exit 3), or the
+        child's unexpected failure (exit 1).
+    KeyboardInterrupt
+        On Ctrl-C, after the child is killed.
+    """
+    # Fork, where there is one: the parent has imported what the job needs, so the
+    # child starts in milliseconds.  (The CLI process has no threads of its own yet;
+    # the spinner's thread starts after the fork.)
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    context: Any = multiprocessing.get_context(method)
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(
+        target=_child_main,
+        args=(sender, job, payload, dict(aliases or {})),
+        name="blastrate-local",
+        daemon=True,
+    )
+    started = time.monotonic()
+    child.start()
+    sender.close()
+    reply: tuple[str, Any] | None = None
+    try:
+        with progress(label) as show:
+            while reply is None:
+                left = timeout - (time.monotonic() - started)
+                if left <= 0:
+                    raise CliError(
+                        f"--timeout: {label} took more than {timeout:g} s; raise it with --timeout",
+                        EXIT_MODEL,
+                    )
+                if receiver.poll(min(_POLL_S, left)):
+                    try:
+                        message = receiver.recv()
+                    except EOFError:
+                        child.join(timeout=1)
+                        message = ("died", child.exitcode)
+                    if message[0] == "progress":
+                        show(progress_text(label, message[1]))
+                    else:
+                        reply = message
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join(timeout=5)
+        receiver.close()
+    kind, value = reply
+    if kind == "ok":
+        return value
+    if kind == "problem":
+        raise error_from_problem(value, local=True)
+    if kind == "died":
+        code = child.exitcode
+        why = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
+        raise CliError(f"{label}: the computation stopped unexpectedly ({why})", EXIT_INTERNAL)
+    raise CliError(f"{label}: internal error: {value}", EXIT_INTERNAL)

@@ -1,0 +1,168 @@
+"""The inputs of the paper's method as options, shared by ``rate`` and ``curve``.
+
+:func:`method_options` adds the workload, transfer and host options (and ``--server``,
+``--timeout``, ``--max-states``); :func:`bottleneck` computes the ``/bottleneck-rate``
+answer locally, in a child process that Ctrl-C and ``--timeout`` can stop, or asks the
+service named by ``--server``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from .common import EXIT_MODEL, CliError
+from .local import DEFAULT_LOCAL_TIMEOUT_S, Reporter, library_errors, run_local
+from .remote import DEFAULT_SERVER_TIMEOUT_S, request, server_option
+
+__all__ = ["MethodArgs", "bottleneck", "max_states_option", "method_options", "timeout_option"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The option values of :func:`method_options`, by parameter name.
+MethodArgs = dict[str, Any]
+
+
+def timeout_option(function: F) -> F:
+    """``--timeout S``: the wall-time limit of a local computation, or of the server's answer."""
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        metavar="S",
+        help=f"Wall-time limit in seconds (default {DEFAULT_LOCAL_TIMEOUT_S:g} locally, "
+        f"{DEFAULT_SERVER_TIMEOUT_S:g} waiting for --server).",
+    )(function)
+
+
+def max_states_option(function: F) -> F:
+    """``--max-states N``: the largest chain a local computation may build."""
+    return click.option(
+        "--max-states",
+        type=click.IntRange(min=1),
+        metavar="N",
+        help="Largest Markov chain (tangible states) to build locally "
+        "(default: BLASTRATE_MAX_STATES, or 200000).",
+    )(function)
+
+
+_METHOD_OPTIONS: list[Callable[[Any], Any]] = [
+    click.option("-C", "--cpu-tasks", type=int, required=True, help="CPU-bound tasks C."),
+    click.option("-I", "--io-tasks", type=int, required=True, help="I/O-bound tasks I."),
+    click.option("--cores", type=int, default=1, show_default=True, help="Cores m."),
+    click.option("--disks", type=int, default=1, show_default=True, help="Disks d."),
+    click.option(
+        "--file-size", required=True, metavar="SIZE", help="File size: bytes, or 500MB, 2GiB..."
+    ),
+    click.option(
+        "--delay",
+        required=True,
+        metavar="DURATION",
+        help="One-way propagation delay: seconds, or 100ms, 250us...",
+    ),
+    click.option("--profile", default="sx280-2007", show_default=True, help="Host profile."),
+    click.option("--mu-io-cpu", type=float, metavar="PER_S", help="Override: 1/s."),
+    click.option("--mu-disk", type=float, metavar="PER_S", help="Override: 1/s."),
+    click.option("--mu-net", type=float, metavar="PER_S", help="Override: 1/s."),
+    click.option("--buffer-packets", type=int, metavar="K", help="Override: NIC buffer (packets)."),
+    click.option(
+        "--coalesce-packets", type=int, metavar="N", help="Override: coalescing (packets)."
+    ),
+    click.option("--line-rate", metavar="RATE", help="Override: bit/s, or 1Gbps, 950Mbps..."),
+    click.option("--packet-payload", metavar="SIZE", help="Override: payload per packet (bytes)."),
+    click.option(
+        "--nic-service",
+        type=click.Choice(["exponential", "phase-type"]),
+        default="exponential",
+        show_default=True,
+        help="NIC service-time model (exponential is the paper's).",
+    ),
+    server_option,
+    timeout_option,
+    max_states_option,
+]
+
+
+def method_options(function: F) -> F:
+    """Add the workload, transfer and host options, ``--server``, ``--timeout`` and
+    ``--max-states``; their values arrive as keyword arguments."""
+    for option in reversed(_METHOD_OPTIONS):
+        function = option(function)
+    return function
+
+
+def _inputs(args: MethodArgs) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Workload, host and transfer dicts in SI units (human forms parsed here, once)."""
+    from app.units import parse_bitrate, parse_duration, parse_size
+
+    workload = {k: args[k] for k in ("cpu_tasks", "io_tasks", "cores", "disks")}
+    line_rate, payload = args["line_rate"], args["packet_payload"]
+    host = {
+        "profile": args["profile"],
+        **{
+            k: args[k]
+            for k in ("mu_io_cpu", "mu_disk", "mu_net", "buffer_packets", "coalesce_packets")
+        },
+        "line_rate_bps": None if line_rate is None else parse_bitrate(line_rate, "line_rate"),
+        "packet_payload_bytes": None if payload is None else parse_size(payload, "packet_payload"),
+    }
+    transfer = {
+        "file_size_bytes": parse_size(args["file_size"], "file_size"),
+        "propagation_delay_s": parse_duration(args["delay"], "propagation_delay"),
+    }
+    return workload, host, transfer
+
+
+def _compute(payload: dict[str, Any], report: Reporter) -> dict[str, Any]:
+    from app.bottleneck import compute_bottleneck
+
+    return compute_bottleneck(payload["inputs"], payload["options"])
+
+
+def bottleneck(args: MethodArgs, options: dict[str, Any], label: str) -> dict[str, Any]:
+    """The ``/bottleneck-rate`` answer for the options in ``args``.
+
+    Parameters
+    ----------
+    args : dict
+        The values of :func:`method_options`.
+    options : dict
+        ``curve_points``, ``include_curve`` (see :func:`app.bottleneck.compute_bottleneck`).
+    label : str
+        What the progress spinner says.
+    """
+    with library_errors():
+        workload, host, transfer = _inputs(args)
+    if args["server"]:
+        body = {
+            "workload": workload,
+            "host": {k: v for k, v in host.items() if v is not None},
+            "transfer": transfer,
+            "nic_service": args["nic_service"],
+            **options,
+        }
+        timeout = args["timeout"] or DEFAULT_SERVER_TIMEOUT_S
+        return request(args["server"], "POST", "/bottleneck-rate", timeout, json=body)
+
+    from app.bottleneck import resolve_inputs, state_count
+    from app.settings import Settings
+
+    with library_errors():
+        inputs = resolve_inputs(workload, host, transfer, args["nic_service"]).to_dict()
+        states = state_count(inputs)
+    max_states = args["max_states"] or Settings().max_states
+    if states > max_states:
+        raise CliError(
+            f"--max-states: the workload's chain has {states} states, more than "
+            f"--max-states={max_states} (the count grows like io_tasks^disks / (disks!)^2); "
+            "raise it with --max-states",
+            EXIT_MODEL,
+        )
+    answer: dict[str, Any] = run_local(
+        _compute,
+        {"inputs": inputs, "options": options},
+        timeout=args["timeout"] or DEFAULT_LOCAL_TIMEOUT_S,
+        label=label,
+    )
+    return answer

@@ -1,0 +1,60 @@
+"""``blastrate rate``: the effective bottleneck rate of a workload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .common import json_option, json_text, seconds_text, si_text, write_output
+from .method import bottleneck, method_options
+
+__all__ = ["rate", "rate_summary"]
+
+
+def rate_summary(body: dict[str, Any]) -> str:
+    """The ``/bottleneck-rate`` answer as aligned ``name  value`` lines."""
+    inputs = body["inputs"]
+    w, h, t = inputs["workload"], inputs["host"], inputs["transfer"]
+    limited = "the end system" if body["limited_by"] == "end-system" else "the line rate"
+    rows = [
+        (
+            "effective bottleneck rate",
+            f"{si_text(body['effective_bottleneck_rate_bps'], 'bit/s')} (limited by {limited})",
+        ),
+        (
+            "transfer time",
+            f"{seconds_text(body['transfer_time_s'])} for {si_text(t['file_size_bytes'], 'B')} "
+            f"with {seconds_text(t['propagation_delay_s'])} one-way delay",
+        ),
+        ("loss probability", f"{body['loss_probability']:.3e}"),
+        ("rounds", str(body["rounds"])),
+        ("interrupt service rate", f"{body['interrupt_service_rate_per_s']:,.1f} /s"),
+        (
+            "workload",
+            f"C={w['cpu_tasks']} I={w['io_tasks']} cores={w['cores']} disks={w['disks']}",
+        ),
+        (
+            "host",
+            f"{h['profile']}: K={h['buffer_packets']} N={h['coalesce_packets']} "
+            f"line {si_text(h['line_rate_bps'], 'bit/s')}, payload "
+            f"{h['packet_payload_bytes']} B, NIC service {inputs['nic_service']}",
+        ),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+@click.command(short_help="Effective bottleneck rate of a workload.")
+@method_options
+@json_option
+def rate(as_json: bool, **args: Any) -> None:
+    """Effective bottleneck rate of a workload: the sending rate that minimises the
+    transfer time.
+
+    \b
+    Example:
+      blastrate rate -C 2 -I 1 --file-size 500MB --delay 100ms
+    """
+    body = bottleneck(args, {"curve_points": 200}, "computing the bottleneck rate")
+    write_output(json_text(body) if as_json else rate_summary(body), None)

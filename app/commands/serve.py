@@ -1,0 +1,54 @@
+"""``blastrate serve``: run the HTTP service under uvicorn."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+__all__ = ["LOG_LEVELS", "serve"]
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@click.command(short_help="Run the HTTP service.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Bind address.")
+@click.option(
+    "--port", type=click.IntRange(1, 65_535), default=8000, show_default=True, help="TCP port."
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS),
+    help="Default: BLASTRATE_LOG_LEVEL, or info.",
+)
+def serve(host: str, port: int, workers: int, log_level: str | None) -> None:
+    """Run the HTTP service (limits come from BLASTRATE_* variables; Ctrl-C stops it).
+
+    \b
+    Example:
+      blastrate serve --port 9000 --workers 2
+    """
+    import uvicorn
+
+    from app.observability import logging_config
+
+    if log_level is not None:
+        # The app reads its settings from the environment (in every uvicorn worker).
+        os.environ["BLASTRATE_LOG_LEVEL"] = log_level
+    level = os.environ.get("BLASTRATE_LOG_LEVEL", "info").lower()
+    uvicorn.run(
+        "app.main:app",
+        host=host,
+        port=port,
+        workers=workers,
+        log_config=logging_config(level if level in LOG_LEVELS else "info"),
+        access_log=False,
+        server_header=False,
+    )

@@ -1,0 +1,155 @@
+"""The installed ``blastrate`` as a shell runs it: Ctrl-C, a closed pipe, a live server."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pty
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+from cli_support import RATE, blastrate, cycle_net, invoke, write_json
+
+from app.commands.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_USAGE
+
+
+def _children_of(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def test_ctrl_c_stops_a_local_solve_at_once(tmp_path: Path) -> None:
+    # 1.1 million markings: minutes of work, so only SIGINT can end it within the test.
+    path = write_json(tmp_path / "cycle.json", cycle_net(1_500))
+    process = subprocess.Popen(
+        [*blastrate(), "solve", str(path), "--max-states", "2000000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not _children_of(process.pid):  # the solve has started in its child
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the solve never started"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        workers = _children_of(process.pid)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=10)
+        stopped_after = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == EXIT_INTERRUPTED, err
+    # 0.4 s on a quiet machine; the bound leaves room for a loaded 2-core CI host.
+    assert stopped_after < 15.0
+    assert out == ""
+    assert err == "blastrate: interrupted\n"
+    for pid in workers:  # the solver process was killed, not left burning a core
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+
+
+def test_a_closed_stdout_ends_quietly() -> None:
+    process = subprocess.Popen(
+        [*blastrate(), "curve", *RATE, "--points", "20000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # the reader is gone before the first line is written
+    err = process.stderr.read()
+    process.wait(timeout=120)
+    assert err == b""
+    assert process.returncode == EXIT_PIPE
+
+
+def test_piped_into_head() -> None:
+    command = " ".join([*blastrate(), "curve", *RATE, "--points", "20000", "--format", "csv"])
+    done = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {command} | head -n 2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.splitlines()[0] == "send_rate_bps,transfer_time_s,loss_probability,completes"
+    assert len(done.stdout.splitlines()) == 2
+    assert done.stderr == ""
+    # 141 if blastrate was still writing when head left, 0 if the pipe took it all first.
+    assert done.returncode in (EXIT_OK, EXIT_PIPE)
+
+
+def _wait_ready(url: str, server: subprocess.Popen[bytes], path: str = "/readyz") -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}{path}", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert server.poll() is None, server.stderr.read() if server.stderr else ""
+        assert time.monotonic() < deadline, "the server did not become ready"
+        time.sleep(0.1)
+
+
+def test_serve_and_ask_it_from_another_process(unused_port: int, tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{unused_port}"
+    env = {**os.environ, "BLASTRATE_SOLVE_WORKERS": "1", "BLASTRATE_MAX_STATES": "100"}
+    server = subprocess.Popen(
+        [*blastrate(), "serve", "--port", str(unused_port), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        _wait_ready(url, server)
+        remote = subprocess.run(
+            [*blastrate(), "rate", *RATE, "--server", url, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert remote.returncode == EXIT_OK, remote.stderr
+        local = invoke("rate", *RATE, "--json")
+        assert local.exit_code == EXIT_OK
+        assert json.loads(remote.stdout) == json.loads(local.stdout)
+        bad = invoke("rate", *RATE, "--server", url, "--profile", "nope")
+        assert bad.exit_code == EXIT_USAGE
+        assert bad.stderr.startswith("blastrate: error: --profile:")
+        # The server's own limit: the message names the setting to raise where it runs.
+        path = write_json(tmp_path / "cycle.json", cycle_net(30))
+        limited = invoke("solve", str(path), "--server", url)
+        assert limited.exit_code == 3
+        assert limited.stderr.startswith("blastrate: error: max_states:")
+        assert "the server's limit; raise BLASTRATE_MAX_STATES where it runs" in limited.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def test_a_spinner_on_a_terminal_only(tmp_path: Path) -> None:
+    path = write_json(tmp_path / "cycle.json", cycle_net(30))
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [*blastrate(), "solve", str(path), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=60,
+        )
+        os.close(follower)
+        shown = b""
+        with contextlib.suppress(OSError):  # EIO once the terminal has nothing more
+            while chunk := os.read(leader, 65_536):
+                shown += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == EXIT_OK
+    assert json.loads(done.stdout)["n_states"] == 496  # stdout stays clean JSON
+    assert b"solving" in shown  # the spinner, on the terminal (the path may be cut)

@@ -1,0 +1,95 @@
+"""``blastrate rate``: the library's answer, one-line errors with their exit status."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_support import RATE, invoke
+
+import transport
+from app.commands.common import EXIT_MODEL, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
+from host import Workload
+
+
+def test_rate_prints_a_summary() -> None:
+    result = invoke("rate", *RATE)
+    assert result.exit_code == EXIT_OK, result.stderr
+    assert "effective bottleneck rate" in result.stdout
+    assert "limited by the end system" in result.stdout
+
+
+def test_rate_json_is_the_library_answer() -> None:
+    result = invoke("rate", *RATE, "--json")
+    assert result.exit_code == EXIT_OK, result.stderr
+    body = json.loads(result.stdout)
+    # Independent path: the transport library called directly, not through the app.
+    expected = transport.workload_bottleneck_rate(
+        Workload(2, 1), file_size_bytes=500_000_000, propagation_delay_s=0.1
+    )
+    assert body["effective_bottleneck_rate_bps"] == expected.bottleneck.rate_bps
+    assert body["inputs"]["transfer"] == {
+        "file_size_bytes": 500_000_000,
+        "propagation_delay_s": 0.1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("extra", "option"),
+    [
+        (["--file-size", "lots"], "--file-size"),
+        (["--line-rate", "1gbps"], "--line-rate"),  # case matters: refused
+        (["--coalesce-packets", "999"], "--coalesce-packets"),
+        (["--profile", "nope"], "--profile"),
+        (["--cores", "x"], "--cores"),
+        (["--nic-service", "magic"], "--nic-service"),
+        (["--timeout", "0"], "--timeout"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(extra: list[str], option: str) -> None:
+    result = invoke("rate", *RATE, *extra)
+    assert result.exit_code == EXIT_USAGE
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"blastrate: error: {option}:")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["rate", "-C", "2"], "blastrate: error: --io-tasks: required"),
+        (["frobnicate"], "blastrate: error: No such command 'frobnicate'."),
+        (["rate", *RATE, "--bogus"], "blastrate: error: --bogus: no such option"),
+    ],
+)
+def test_usage_errors_exit_2(argv: list[str], message: str) -> None:
+    result = invoke(*argv)
+    assert result.exit_code == EXIT_USAGE
+    assert result.stderr.strip() == message
+
+
+def test_no_command_shows_help_and_exits_2() -> None:
+    result = invoke()
+    assert result.exit_code == EXIT_USAGE
+    assert "Commands:" in result.stderr
+
+
+def test_max_states_names_the_option_that_raises_it() -> None:
+    # I = 20 on d = 2 disks: (I+1)(I+2)/2 = 231 placements of the I/O tasks.
+    result = invoke("rate", *RATE[:2], "-I", "20", *RATE[4:], "--disks", "2", "--max-states", "10")
+    assert result.exit_code == EXIT_MODEL
+    assert result.stderr.startswith("blastrate: error: --max-states:")
+    assert "raise it with --max-states" in result.stderr
+
+
+def test_unreachable_server_exits_4(unused_port: int) -> None:
+    url = f"http://127.0.0.1:{unused_port}"
+    result = invoke("rate", *RATE, "--server", url, "--timeout", "2")
+    assert result.exit_code == EXIT_UNREACHABLE
+    assert "cannot reach server" in result.stderr
+
+
+def test_version() -> None:
+    result = invoke("--version")
+    assert result.exit_code == EXIT_OK
+    assert result.stdout.startswith("blastrate ")

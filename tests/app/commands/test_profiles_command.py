@@ -1,0 +1,102 @@
+"""``blastrate profiles``: locally on the store, and against a running service."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from app.commands.profiles import profiles
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    monkeypatch.setenv("BLASTRATE_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+
+    def invoke(*args: str, stdin: str | None = None) -> Any:
+        return CliRunner().invoke(profiles, list(args), input=stdin)
+
+    return invoke
+
+
+def test_put_show_list_delete_locally(cli: Any, tmp_path: Path) -> None:
+    put = cli("put", "lab", "--base", "sx280-2007", "--mu-net", "83200", "--line-rate", "10Gbps")
+    assert put.exit_code == 0, put.output
+    assert put.output.strip() == "created profile lab"
+    shown = json.loads(cli("show", "lab", "--json").output)
+    assert (shown["mu_net"], shown["line_rate_bps"], shown["mu_disk"]) == (83_200.0, 1e10, 1010.0)
+    assert shown["built_in"] is False
+    spec = tmp_path / "lab.json"
+    values = {k: v for k, v in shown.items() if k not in ("name", "built_in", "updated_at")}
+    spec.write_text(json.dumps({**values, "mu_disk": 1500.0, "provenance": {"by": "test"}}))
+    again = cli("put", "lab", "--from-json", str(spec), "--json")
+    assert json.loads(again.output)["created"] is False
+    assert json.loads(again.output)["profile"]["provenance"] == {"by": "test"}
+    listed = json.loads(cli("list", "--json").output)
+    assert [p["name"] for p in listed] == ["sx280-2007", "lab"]
+    assert "lab" in cli("list").output
+    assert cli("delete", "lab").exit_code == 0
+    gone = cli("show", "lab")
+    assert gone.exit_code == 2
+    assert "blastrate: error: profile:" in gone.output
+
+
+def test_from_stdin(cli: Any) -> None:
+    body = {
+        "mu_io_cpu": 1.0,
+        "mu_disk": 2.0,
+        "mu_net": 3.0,
+        "buffer_packets": 8,
+        "coalesce_packets": 2,
+        "line_rate_bps": 1e9,
+        "packet_payload_bytes": 1468,
+    }
+    assert cli("put", "tiny", "--from-json", "-", stdin=json.dumps(body)).exit_code == 0
+    assert json.loads(cli("show", "tiny", "--json").output)["mu_net"] == 3.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["put", "x", "--mu-net", "1"], "--mu-io-cpu, --mu-disk"),
+        (["put", "x", "--base", "sx280-2007", "--line-rate", "fast"], "--line-rate:"),
+        (["put", "x", "--base", "sx280-2007", "--coalesce-packets", "65"], "coalesce_packets"),
+        (["put", "sx280-2007", "--base", "sx280-2007"], "name: "),
+        (["delete", "sx280-2007"], "name: "),
+        (["delete", "nothing-here"], "name: no stored profile"),
+        (["put", "x", "--from-json", "/no/such/file.json"], "--from-json: cannot read"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(cli: Any, args: list[str], message: str) -> None:
+    result = cli(*args)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("blastrate: error: ")
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_against_a_server(cli: Any, server_url: str) -> None:
+    put = cli("put", "remote-1", "--base", "sx280-2007", "--mu-disk", "999", "--server", server_url)
+    assert put.exit_code == 0, put.output
+    assert put.output.strip() == "created profile remote-1"
+    shown = json.loads(cli("show", "remote-1", "--json", "--server", server_url).output)
+    assert shown["mu_disk"] == 999.0
+    # The local store is another database: the server's profile is not there.
+    assert cli("show", "remote-1").exit_code == 2
+    refused = cli("delete", "sx280-2007", "--server", server_url)
+    assert refused.exit_code == 2 and "path.name" in refused.output
+    assert cli("delete", "remote-1", "--server", server_url).exit_code == 0
+    assert cli("show", "remote-1", "--server", server_url).exit_code == 2
+
+
+def test_unreachable_server_exits_4(cli: Any) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = cli("list", "--server", f"http://127.0.0.1:{port}")
+    assert result.exit_code == 4
+    assert result.output.startswith("blastrate: error: --server:")

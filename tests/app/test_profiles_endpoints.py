@@ -1,0 +1,120 @@
+"""REST profiles: stored beside the built-ins, used by every computation, never stale."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from host import host_profile
+
+SX = host_profile("sx280-2007").to_dict()
+FIELDS = {k: v for k, v in SX.items() if k != "name"}
+QUERY = {"cpu_tasks": 2, "io_tasks": 1, "file_size": "500MB", "propagation_delay": "100ms"}
+
+
+@pytest.fixture
+def api(make_client: Callable[..., TestClient], tmp_path: Path) -> TestClient:
+    return make_client(database_url=f"sqlite:///{tmp_path / 'profiles.db'}")
+
+
+def test_list_has_the_builtins(api: TestClient) -> None:
+    body = api.get("/profiles").json()
+    assert body["default"] == "sx280-2007"
+    assert body["profiles"] == [{**SX, "built_in": True}]
+
+
+def test_put_get_replace_delete(api: TestClient, problem_of: Any) -> None:
+    values = {**FIELDS, "mu_net": 83_200.0, "provenance": {"host": "rx-7", "spread": 0.02}}
+    created = api.put("/profiles/lab-1", json=values)
+    assert created.status_code == 201, created.text
+    assert created.headers["location"] == "/profiles/lab-1"
+    got = api.get("/profiles/lab-1").json()
+    assert got["mu_net"] == 83_200.0 and got["built_in"] is False
+    assert got["provenance"] == {"host": "rx-7", "spread": 0.02}
+    assert "updated_at" in got
+    replaced = api.put("/profiles/lab-1", json={**FIELDS, "mu_disk": 2_000.0})
+    assert replaced.status_code == 200
+    again = api.get("/profiles/lab-1").json()
+    assert (again["mu_disk"], again["mu_net"]) == (2_000.0, 41_600.0)
+    assert "provenance" not in again
+    assert [p["name"] for p in api.get("/profiles").json()["profiles"]] == ["sx280-2007", "lab-1"]
+    assert api.delete("/profiles/lab-1").status_code == 204
+    problem_of(api.get("/profiles/lab-1"), 404)
+    problem_of(api.delete("/profiles/lab-1"), 404)
+
+
+def test_builtins_are_refused(api: TestClient, problem_of: Any) -> None:
+    put = problem_of(api.put("/profiles/sx280-2007", json={**FIELDS, "mu_net": 1.0}), 409)
+    assert put["type"] == "/problems/profile-read-only"
+    assert put["errors"][0]["field"] == "path.name"
+    problem_of(api.delete("/profiles/sx280-2007"), 409)
+    assert api.get("/profiles/sx280-2007").json()["mu_net"] == 41_600.0
+
+
+def test_invalid_profiles_name_the_field(api: TestClient, problem_of: Any) -> None:
+    bad = problem_of(api.put("/profiles/x", json={**FIELDS, "coalesce_packets": 65}), 422)
+    assert bad["errors"][0]["field"] == "body.coalesce_packets"
+    name = problem_of(api.put("/profiles/bad name!", json=FIELDS), 422)
+    assert name["errors"][0]["field"] == "path.name"
+    other = problem_of(api.put("/profiles/a", json={**FIELDS, "name": "b"}), 422)
+    assert other["errors"][0]["field"] == "body.name"
+    missing = problem_of(api.put("/profiles/a", json={"mu_net": 1.0}), 422)
+    assert {e["field"] for e in missing["errors"]} >= {"body.mu_disk", "body.buffer_packets"}
+    unknown = problem_of(api.put("/profiles/a", json={**FIELDS, "colour": "red"}), 422)
+    assert unknown["errors"][0]["field"] == "body.colour"
+
+
+def test_stored_profile_drives_the_bottleneck_rate(api: TestClient) -> None:
+    # Independent path: the same values given as overrides of the built-in profile.
+    api.put("/profiles/fast", json={**FIELDS, "mu_net": 83_200.0, "buffer_packets": 128})
+    stored = api.get("/bottleneck-rate", params={**QUERY, "profile": "fast"}).json()
+    override = api.get(
+        "/bottleneck-rate", params={**QUERY, "mu_net": 83_200.0, "buffer_packets": 128}
+    ).json()
+    assert stored["inputs"]["host"]["profile"] == "fast"
+    for key in ("effective_bottleneck_rate_bps", "transfer_time_s", "interrupt_service_rate_per_s"):
+        assert stored[key] == override[key]
+    service = api.post(
+        "/workloads/service-time",
+        json={"workload": {"cpu_tasks": 1, "io_tasks": 0}, "host": {"profile": "fast"}},
+    ).json()
+    # SPEC section 2 check: C = 1, I = 0, m = 1 gives mu = mu_net / 2.
+    assert service["rate_per_s"] == pytest.approx(83_200.0 / 2, rel=1e-9)
+
+
+def test_a_put_is_never_answered_from_the_cache(api: TestClient) -> None:
+    params = {**QUERY, "profile": "lab"}
+    api.put("/profiles/lab", json=FIELDS)
+    first = api.get("/bottleneck-rate", params=params)
+    repeat = api.get("/bottleneck-rate", params=params)
+    assert repeat.headers["x-cache"] == "hit"
+    api.put("/profiles/lab", json={**FIELDS, "mu_net": 4 * 41_600.0})
+    after = api.get("/bottleneck-rate", params=params)
+    assert after.headers["x-cache"] == "miss"
+    assert after.headers["etag"] != first.headers["etag"]
+    expected = api.get("/bottleneck-rate", params={**QUERY, "mu_net": 4 * 41_600.0}).json()
+    assert after.json()["interrupt_service_rate_per_s"] == expected["interrupt_service_rate_per_s"]
+    api.delete("/profiles/lab")
+    gone = api.get("/bottleneck-rate", params=params)
+    assert gone.status_code == 422
+    assert gone.json()["errors"][0]["field"] == "query.profile"
+
+
+def test_unknown_profile_in_a_post_names_the_field(api: TestClient, problem_of: Any) -> None:
+    body = {"workload": {"cpu_tasks": 1, "io_tasks": 0}, "host": {"profile": "nope"}}
+    problem = problem_of(api.post("/workloads/service-time", json=body), 422)
+    assert problem["errors"][0]["field"] == "body.host.profile"
+
+
+def test_database_down_is_a_503(make_client: Callable[..., TestClient], problem_of: Any) -> None:
+    client = make_client(database_url="sqlite:////nonexistent-dir/for/sure/p.db")
+    # Built-ins never need the database.
+    assert client.get("/profiles/sx280-2007").status_code == 200
+    down = problem_of(client.get("/profiles/lab"), 503)
+    assert down["type"] == "/problems/storage-unavailable"
+    assert client.get("/profiles/lab").headers["retry-after"] == "5"
+    problem_of(client.get("/bottleneck-rate", params={**QUERY, "profile": "lab"}), 503)

@@ -1,0 +1,186 @@
+"""ProfileStore: round trips through a temporary SQLite database, built-ins read-only."""
+
+from __future__ import annotations
+
+import os
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from host import HOST_PROFILES, HostProfile, WorkloadError, host_profile
+from host.store import MAX_PROVENANCE_BYTES, ProfileStore, ProfileStoreError, database_url
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'profiles.db'}"
+
+
+def lab(name: str = "lab-1", **changes: float) -> HostProfile:
+    return host_profile("sx280-2007").replace(name=name, **changes)
+
+
+def test_round_trip_keeps_every_value_and_provenance(url: str) -> None:
+    store = ProfileStore(url)
+    profile = lab(mu_net=52_345.5, buffer_packets=512, coalesce_packets=32)
+    provenance = {"host": "rx-7", "date": "2026-11-23", "spread": {"mu_net": 0.031}}
+    assert store.put(profile, provenance=provenance) is True
+    # A second store on the same file (another process would see the same) reads it back.
+    again = ProfileStore(url)
+    assert again.get("lab-1") == profile
+    entry = again.entry("lab-1")
+    assert entry.provenance == provenance
+    assert not entry.built_in
+    assert entry.updated_at is not None
+    assert abs((datetime.now(UTC) - entry.updated_at).total_seconds()) < 60
+
+
+def test_put_replaces_and_reports_created(url: str) -> None:
+    store = ProfileStore(url)
+    assert store.put(lab(mu_disk=900.0)) is True
+    assert store.put(lab(mu_disk=1_200.0), provenance={"v": 2}) is False
+    assert store.get("lab-1").mu_disk == 1_200.0
+    assert store.provenance("lab-1") == {"v": 2}
+    assert [p.name for p in store.list()] == [*sorted(HOST_PROFILES), "lab-1"]
+
+
+def test_list_is_builtins_then_stored_by_name(url: str) -> None:
+    store = ProfileStore(url)
+    for name in ("zeta", "alpha", "mid"):
+        store.put(lab(name))
+    assert [p.name for p in store.list()] == [*sorted(HOST_PROFILES), "alpha", "mid", "zeta"]
+
+
+def test_builtins_are_read_only(url: str) -> None:
+    store = ProfileStore(url)
+    assert store.get("sx280-2007") is HOST_PROFILES["sx280-2007"]
+    assert store.entry("sx280-2007").built_in
+    with pytest.raises(WorkloadError) as put:
+        store.put(lab("sx280-2007", mu_net=1.0))
+    assert put.value.field == "name"
+    with pytest.raises(WorkloadError) as gone:
+        store.delete("sx280-2007")
+    assert gone.value.field == "name"
+    assert store.get("sx280-2007").mu_net == 41_600.0
+
+
+def test_unknown_name_is_a_profile_error(url: str) -> None:
+    store = ProfileStore(url)
+    store.put(lab("known"))
+    with pytest.raises(WorkloadError) as err:
+        store.get("nope")
+    assert err.value.field == "profile"
+    assert "known" in str(err.value)
+    assert store.delete("nope") is False
+
+
+def test_delete_removes(url: str) -> None:
+    store = ProfileStore(url)
+    store.put(lab())
+    assert store.delete("lab-1") is True
+    with pytest.raises(WorkloadError):
+        store.get("lab-1")
+
+
+def test_provenance_must_be_a_small_json_object(url: str) -> None:
+    store = ProfileStore(url)
+    with pytest.raises(WorkloadError) as kind:
+        store.put(lab(), provenance=[1, 2])  # type: ignore[arg-type]
+    assert kind.value.field == "provenance"
+    with pytest.raises(WorkloadError) as nan:
+        store.put(lab(), provenance={"x": float("nan")})
+    assert nan.value.field == "provenance"
+    with pytest.raises(WorkloadError) as big:
+        store.put(lab(), provenance={"x": "a" * MAX_PROVENANCE_BYTES})
+    assert big.value.limit == "max_provenance_bytes"
+    # Nothing was stored by the refused puts.
+    with pytest.raises(WorkloadError):
+        store.get("lab-1")
+
+
+def test_builtin_lookup_never_opens_the_database(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such" / "dir" / "p.db"
+    store = ProfileStore(f"sqlite:///{missing}")
+    assert store.get("sx280-2007").name == "sx280-2007"
+    assert not missing.parent.exists()
+    # A stored name needs the database, which cannot be opened there: a store error,
+    # not a profile error (the server's fault, not the client's).
+    with pytest.raises(ProfileStoreError):
+        store.get("lab-1")
+
+
+def test_in_memory_database_is_shared_by_threads() -> None:
+    store = ProfileStore("sqlite://")
+    store.put(lab("mem"))
+    found: list[float] = []
+    worker = threading.Thread(target=lambda: found.append(store.get("mem").mu_net))
+    worker.start()
+    worker.join()
+    assert found == [41_600.0]
+
+
+def test_tests_never_use_the_user_database() -> None:
+    # Set for the whole session by the repository's conftest.py.
+    url = os.environ["BLASTRATE_DATABASE_URL"]
+    assert url.startswith("sqlite:///") and "blastrate-test-db-" in url
+
+
+def test_url_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("BLASTRATE_DATABASE_URL", url)
+    assert database_url() == url
+    assert database_url("sqlite://") == "sqlite://"
+    ProfileStore().put(lab("from-env"))
+    assert ProfileStore(url).get("from-env").name == "from-env"
+
+
+def test_concurrent_puts_of_one_name_leave_one_row(url: str) -> None:
+    store = ProfileStore(url)
+    store.get("sx280-2007")
+    errors: list[BaseException] = []
+
+    def put(i: int) -> None:
+        try:
+            store.put(lab("shared", mu_net=40_000.0 + i))
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    names = [p.name for p in store.list()]
+    assert names.count("shared") == 1
+    assert 40_000.0 <= store.get("shared").mu_net <= 40_007.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    mu=st.floats(1e-6, 1e12, allow_nan=False),
+    k=st.integers(1, 4096),
+    payload=st.integers(1, 65_535),
+    line=st.floats(1.0, 1e15),
+)
+def test_any_valid_profile_round_trips_exactly(
+    tmp_path_factory: pytest.TempPathFactory, mu: float, k: int, payload: int, line: float
+) -> None:
+    folder = tmp_path_factory.mktemp("rt")
+    store = ProfileStore(f"sqlite:///{folder / 'p.db'}")
+    profile = lab(
+        "prop",
+        mu_io_cpu=mu,
+        mu_disk=mu,
+        mu_net=mu,
+        buffer_packets=k,
+        coalesce_packets=max(1, k // 2),
+        line_rate_bps=line,
+        packet_payload_bytes=payload,
+    )
+    store.put(profile)
+    assert ProfileStore(store.url).get("prop") == profile
+    store.close()
