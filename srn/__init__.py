@@ -13,9 +13,10 @@ The engine knows nothing of hosts or networks: the paper's end-system model is b
 on it in the separate :mod:`host` package.
 """
 
-from ._compiled import CompiledNet, compile_net
+from ._compiled import CompiledNet, compile_net, reachability_graph
 from .errors import (
     AbsorptionError,
+    ConvergenceError,
     EvaluationError,
     ExpressionError,
     LimitExceededError,
@@ -26,7 +27,7 @@ from .errors import (
 )
 from .net import Limits, Net, Place, Transition, immediate, timed
 from .pnml import PnmlError, PnmlLimits, read_pnml, write_pnml
-from .reachability import ReachabilityGraph, reachability_graph
+from .reachability import ReachabilityGraph
 from .rewards import (
     AccumulatedReward,
     CumulativeSolution,
@@ -35,20 +36,15 @@ from .rewards import (
     cumulative_transient,
     reward_rate,
 )
-from .solvers import (
-    AbsorptionTime,
-    SteadyState,
-    TransientSolution,
-    steady_state,
-    time_to_absorption,
-    transient,
-)
+from .solvers import AbsorptionTime, TransientSolution, time_to_absorption, transient
+from .stationary import SolverAttempt, SteadyState, steady_state
 
 __all__ = [
     "AbsorptionError",
     "AbsorptionTime",
     "AccumulatedReward",
     "CompiledNet",
+    "ConvergenceError",
     "CumulativeSolution",
     "EvaluationError",
     "ExpressionError",
@@ -63,6 +59,7 @@ __all__ = [
     "ReachabilityGraph",
     "Reward",
     "SRNError",
+    "SolverAttempt",
     "SteadyState",
     "TransientSolution",
     "Transition",

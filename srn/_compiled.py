@@ -1,58 +1,38 @@
-"""A net with its expressions parsed and its arcs laid out for batch evaluation."""
+"""A compiled net: its firing rules plus a cache of the reachability graphs explored.
+
+This module sits on top of :mod:`srn.reachability` (which only knows
+:class:`~srn._firing.FiringRules`), so the layering reads one way.
+"""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
-from ._expressions import Columns, Expression, RowError, compile_expression
-from .errors import EvaluationError, LimitExceededError, NetDefinitionError
+from ._firing import MARKING_DTYPE, FiringRules
+from .errors import NetDefinitionError
 from .net import Limits, Net
+from .reachability import ReachabilityGraph, explore
 
-if TYPE_CHECKING:
-    from .reachability import ReachabilityGraph
+__all__ = ["CompiledNet", "compile_net", "reachability_graph"]
 
-__all__ = ["CompiledNet", "compile_net"]
-
-MARKING_DTYPE = np.int32
-_MARKING_MAX = np.iinfo(MARKING_DTYPE).max
+# Graphs kept per compiled net (one per structural parameter set and start).
+_CACHED_GRAPHS = 16
 
 
-@dataclass(frozen=True)
-class _Arc:
-    place: int
-    constant: int | None
-    expression: Expression | None
-
-
-@dataclass(frozen=True)
-class _CompiledTransition:
-    name: str
-    index: int
-    timed: bool
-    rate: Expression
-    weight: Expression
-    priority: int
-    inputs: tuple[_Arc, ...]
-    outputs: tuple[_Arc, ...]
-    inhibitors: tuple[_Arc, ...]
-    guard: Expression | None
-    # Token change when every arc multiplicity is a constant; None otherwise.
-    delta: NDArray[np.int64] | None
-
-
-class CompiledNet:
+class CompiledNet(FiringRules):
     """A net whose expressions are parsed and checked, ready to explore and solve.
 
     Build it with :func:`compile_net`.  It caches reachability graphs keyed on the
     values of the parameters that change the graph's structure (those read by arc
     multiplicities, guards and immediate weights), so re-solving for new rates
-    reuses the graph.
+    reuses the graph.  Rates change the structure only where they are 0 (a timed
+    transition with rate 0 is not enabled): a cached graph is reused for new rate
+    values only when no edge's rate becomes 0 and no firing was dropped for a zero
+    rate when it was explored; otherwise the net is explored again.
 
     Attributes
     ----------
@@ -69,132 +49,8 @@ class CompiledNet:
     """
 
     def __init__(self, net: Net, limits: Limits | None = None) -> None:
-        self.net = net
-        self.limits = limits or Limits()
-        if len(net.places) > self.limits.max_places:
-            raise LimitExceededError("max_places", self.limits.max_places, len(net.places))
-        if len(net.transitions) > self.limits.max_transitions:
-            raise LimitExceededError(
-                "max_transitions", self.limits.max_transitions, len(net.transitions)
-            )
-        self.place_names = tuple(p.name for p in net.places)
-        self.place_index = {name: i for i, name in enumerate(self.place_names)}
-        self.initial_marking = np.array([p.tokens for p in net.places], dtype=np.int64)
-        if np.any(self.initial_marking > _MARKING_MAX):
-            raise NetDefinitionError(f"initial tokens exceed {_MARKING_MAX}", field="places")
-        self.transition_names = tuple(t.name for t in net.transitions)
-        self.transitions = tuple(self._compile(i) for i in range(len(net.transitions)))
-        self.timed = tuple(t for t in self.transitions if t.timed)
-        self.immediate = tuple(t for t in self.transitions if not t.timed)
-        structural: set[str] = set()
-        rate_params: set[str] = set()
-        for t in self.transitions:
-            exprs = [a.expression for a in (*t.inputs, *t.outputs, *t.inhibitors)]
-            exprs.append(t.guard)
-            if not t.timed:
-                exprs.append(t.weight)
-            for e in exprs:
-                if e is not None:
-                    structural |= e.parameters
-            rate_params |= t.rate.parameters
-        self.structural_parameters = frozenset(structural)
-        self.rate_parameters = frozenset(rate_params)
+        super().__init__(net, limits)
         self._graphs: dict[tuple[Any, ...], ReachabilityGraph] = {}
-
-    # -- compilation -------------------------------------------------------
-    def _expr(self, source: Any, field: str) -> Expression:
-        return compile_expression(
-            source,
-            places=self.place_index,
-            parameters=self.net.parameters,
-            max_length=self.limits.max_expression_length,
-            field=field,
-        )
-
-    def _arcs(self, arcs: Mapping[str, Any], tname: str, label: str) -> tuple[_Arc, ...]:
-        out = []
-        for place, mult in arcs.items():
-            field = f"transitions.{tname}.{label}.{place}"
-            expr = self._expr(mult, field)
-            if expr.constant is not None:
-                value = expr.constant
-                if not math.isfinite(value) or value < 0 or value != int(value):
-                    raise NetDefinitionError(
-                        f"arc multiplicity must be a non-negative integer, got {value!r}",
-                        field=field,
-                    )
-                if value > _MARKING_MAX:
-                    raise NetDefinitionError(
-                        f"arc multiplicity exceeds {_MARKING_MAX}", field=field
-                    )
-                out.append(_Arc(self.place_index[place], int(value), None))
-            else:
-                out.append(_Arc(self.place_index[place], None, expr))
-        return tuple(out)
-
-    def _compile(self, i: int) -> _CompiledTransition:
-        t = self.net.transitions[i]
-        prefix = f"transitions.{t.name}"
-        inputs = self._arcs(t.inputs, t.name, "inputs")
-        outputs = self._arcs(t.outputs, t.name, "outputs")
-        inhibitors = self._arcs(t.inhibitors, t.name, "inhibitors")
-        rate = self._expr(t.rate if t.kind == "timed" else 0.0, f"{prefix}.rate")
-        weight = self._expr(t.weight if t.kind == "immediate" else 1.0, f"{prefix}.weight")
-        for expr, what in ((rate, "rate"), (weight, "weight")):
-            if expr.constant is not None and not 0 <= expr.constant < math.inf:
-                raise NetDefinitionError(
-                    f"{what} of transition {t.name!r} must be finite and non-negative, "
-                    f"got {expr.constant}",
-                    field=f"{prefix}.{what}",
-                )
-        guard = None if t.guard is None else self._expr(t.guard, f"{prefix}.guard")
-        delta: NDArray[np.int64] | None = None
-        if all(a.constant is not None for a in (*inputs, *outputs)):
-            delta = np.zeros(len(self.place_names), dtype=np.int64)
-            for a in inputs:
-                delta[a.place] -= a.constant or 0
-            for a in outputs:
-                delta[a.place] += a.constant or 0
-        return _CompiledTransition(
-            t.name,
-            i,
-            t.kind == "timed",
-            rate,
-            weight,
-            t.priority,
-            inputs,
-            outputs,
-            inhibitors,
-            guard,
-            delta,
-        )
-
-    # -- parameters ----------------------------------------------------------
-    def parameters_with(self, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
-        """The net's parameter values with ``overrides`` applied and checked.
-
-        Raises
-        ------
-        NetDefinitionError
-            If an override names an unknown parameter or is not a finite number.
-        """
-        values = {k: float(v) for k, v in self.net.parameters.items()}
-        for name, value in (overrides or {}).items():
-            if name not in values:
-                raise NetDefinitionError(
-                    f"unknown parameter {name!r}; the net defines {sorted(values)}",
-                    field=f"parameters.{name}",
-                )
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise NetDefinitionError(
-                    f"parameter {name!r} must be a number", field=f"parameters.{name}"
-                )
-            if not math.isfinite(value):
-                raise NetDefinitionError(
-                    f"parameter {name!r} must be finite", field=f"parameters.{name}"
-                )
-            values[name] = float(value)
-        return values
 
     def reachability_graph(
         self,
@@ -220,10 +76,9 @@ class CompiledNet:
         -------
         ReachabilityGraph
             Cached on the structural parameter values and the initial markings; rates
-            are re-evaluated for the given parameters without re-exploring.
+            are re-evaluated for the given parameters without re-exploring, unless a
+            rate is 0 somewhere (see the class notes).
         """
-        from .reachability import _explore
-
         values = self.parameters_with(parameters)
         if initial_markings is None:
             starts = self.initial_marking[None, :]
@@ -234,7 +89,8 @@ class CompiledNet:
                     f"initial markings need shape (k, {len(self.place_names)}), got {starts.shape}",
                     field="initial_markings",
                 )
-            if starts.shape[0] == 0 or np.any(starts < 0) or np.any(starts > _MARKING_MAX):
+            top = np.iinfo(MARKING_DTYPE).max
+            if starts.shape[0] == 0 or np.any(starts < 0) or np.any(starts > top):
                 raise NetDefinitionError(
                     "initial markings must be a non-empty array of non-negative token counts",
                     field="initial_markings",
@@ -246,9 +102,12 @@ class CompiledNet:
             starts.tobytes(),
         )
         graph = self._graphs.get(key)
+        if graph is not None:
+            graph = self._reusable(graph, values)
         if graph is None:
-            graph = _explore(self, values, starts)
-            if len(self._graphs) >= 16:
+            graph = explore(self, values, starts)
+            self._graphs.pop(key, None)
+            if len(self._graphs) >= _CACHED_GRAPHS:
                 self._graphs.pop(next(iter(self._graphs)))
             self._graphs[key] = graph
         graph = graph.with_parameters(values)
@@ -256,141 +115,18 @@ class CompiledNet:
             graph = graph.with_initial(initial_probabilities)
         return graph
 
-    # -- batch semantics -----------------------------------------------------
-    def marking_dict(self, marking: NDArray[Any]) -> dict[str, int]:
-        """A marking as ``{place: tokens}``."""
-        return {name: int(v) for name, v in zip(self.place_names, marking, strict=True)}
-
-    def _values(
-        self,
-        expr: Expression,
-        markings: NDArray[Any],
-        rows: NDArray[np.intp] | None,
-        params: Mapping[str, float],
-        t: _CompiledTransition,
-    ) -> NDArray[np.float64]:
-        try:
-            return expr.evaluate(Columns(markings, rows), params)
-        except RowError as exc:
-            row = exc.row if rows is None else int(rows[exc.row])
-            raise EvaluationError(
-                f"{exc.reason} in {expr.text!r}",
-                transition=t.name,
-                marking=self.marking_dict(markings[row]),
-                field=f"transitions.{t.name}",
-            ) from None
-
-    def _multiplicity(
-        self,
-        arc: _Arc,
-        markings: NDArray[Any],
-        rows: NDArray[np.intp] | None,
-        params: Mapping[str, float],
-        t: _CompiledTransition,
-    ) -> NDArray[np.int64]:
-        assert arc.expression is not None
-        values = self._values(arc.expression, markings, rows, params, t)
-        bad = ~np.isfinite(values) | (values < 0) | (values != np.round(values))
-        bad |= values > _MARKING_MAX
-        if np.any(bad):
-            i = int(np.flatnonzero(bad)[0])
-            row = i if rows is None else int(rows[i])
-            raise EvaluationError(
-                f"arc multiplicity {arc.expression.text!r} must be a non-negative integer, "
-                f"got {values[i]!r}",
-                transition=t.name,
-                marking=self.marking_dict(markings[row]),
-                field=f"transitions.{t.name}",
-            )
-        return values.astype(np.int64)
-
-    def enabled(
-        self,
-        t: _CompiledTransition,
-        markings: NDArray[Any],
-        params: Mapping[str, float],
-    ) -> NDArray[np.bool_]:
-        """Mask of the markings (rows) in which ``t`` is enabled."""
-        n = markings.shape[0]
-        mask = np.ones(n, dtype=bool)
-        for arc in t.inputs:
-            col = markings[:, arc.place]
-            if arc.constant is not None:
-                if arc.constant > 0:
-                    mask &= col >= arc.constant
-            else:
-                mask &= col >= self._multiplicity(arc, markings, None, params, t)
-        for arc in t.inhibitors:
-            col = markings[:, arc.place]
-            if arc.constant is not None:
-                if arc.constant > 0:
-                    mask &= col < arc.constant
-            else:
-                mult = self._multiplicity(arc, markings, None, params, t)
-                mask &= (mult == 0) | (col < mult)
-        if t.guard is not None and np.any(mask):
-            # Only evaluate the guard where the arcs allow firing, so a guard such as
-            # "1 / #p > 0" guarded by an input arc on p never divides by zero.
-            rows = np.flatnonzero(mask)
-            ok = self._values(t.guard, markings, rows, params, t) != 0
-            mask[rows[~ok]] = False
-        return mask
-
-    def fire(
-        self,
-        t: _CompiledTransition,
-        markings: NDArray[Any],
-        params: Mapping[str, float],
-    ) -> NDArray[Any]:
-        """Successor markings after firing ``t`` in each row (all rows must enable it)."""
-        if t.delta is not None:
-            succ = markings.astype(np.int64) + t.delta
-        else:
-            succ = markings.astype(np.int64)
-            for arc in t.inputs:
-                mult = arc.constant
-                if mult is None:
-                    succ[:, arc.place] -= self._multiplicity(arc, markings, None, params, t)
-                else:
-                    succ[:, arc.place] -= mult
-            for arc in t.outputs:
-                mult = arc.constant
-                if mult is None:
-                    succ[:, arc.place] += self._multiplicity(arc, markings, None, params, t)
-                else:
-                    succ[:, arc.place] += mult
-        if succ.size and succ.max() > _MARKING_MAX:
-            i = int(np.flatnonzero(succ.max(axis=1) > _MARKING_MAX)[0])
-            raise EvaluationError(
-                f"a place would hold more than {_MARKING_MAX} tokens",
-                transition=t.name,
-                marking=self.marking_dict(markings[i]),
-                field=f"transitions.{t.name}",
-            )
-        return succ.astype(MARKING_DTYPE)
-
-    def positive_values(
-        self,
-        expr: Expression,
-        markings: NDArray[Any],
-        rows: NDArray[np.intp] | None,
-        params: Mapping[str, float],
-        t: _CompiledTransition,
-        what: str,
-    ) -> NDArray[np.float64]:
-        """Evaluate a rate or weight and check that it is finite and non-negative."""
-        values = self._values(expr, markings, rows, params, t)
-        bad = ~np.isfinite(values) | (values < 0)
-        if np.any(bad):
-            i = int(np.flatnonzero(bad)[0])
-            row = i if rows is None else int(rows[i])
-            raise EvaluationError(
-                f"{what} {expr.text!r} is {values[i]!r}; it must be finite and non-negative",
-                transition=t.name,
-                marking=self.marking_dict(markings[row]),
-                field=f"transitions.{t.name}.{what}",
-            )
-        return np.ascontiguousarray(values, dtype=float)
+    def _reusable(
+        self, graph: ReachabilityGraph, values: Mapping[str, float]
+    ) -> ReachabilityGraph | None:
+        """``graph`` for rate values ``values``, or None when zero rates change its structure."""
+        if graph.zero_rate_firings and any(
+            values[p] != graph.parameters[p] for p in self.rate_parameters
+        ):
+            return None
+        candidate = graph.with_parameters(values)
+        if candidate is not graph and np.any(candidate.edge_rates() == 0):
+            return None
+        return candidate
 
 
 def compile_net(net: Net, limits: Limits | None = None) -> CompiledNet:
@@ -421,3 +157,70 @@ def compile_net(net: Net, limits: Limits | None = None) -> CompiledNet:
     1
     """
     return CompiledNet(net, limits)
+
+
+def reachability_graph(
+    net: Net | CompiledNet,
+    parameters: Mapping[str, float] | None = None,
+    *,
+    limits: Limits | None = None,
+    initial_markings: ArrayLike | None = None,
+    initial_probabilities: ArrayLike | None = None,
+) -> ReachabilityGraph:
+    """Generate the tangible reachability graph of a net.
+
+    A timed transition is enabled where its arcs and guard allow it *and* its rate
+    is positive: a rate that evaluates to 0 at a marking disables it there (SPNP
+    semantics).  Immediate transitions fire before timed ones, by priority, then
+    with probability proportional to their weights; their vanishing markings are
+    eliminated on the fly.
+
+    Parameters
+    ----------
+    net : Net or CompiledNet
+        The net (compiled on the fly when a :class:`Net`).
+    parameters : dict, optional
+        Overrides of the net's parameter values.
+    limits : Limits, optional
+        Size limits, when ``net`` is not compiled yet.
+    initial_markings, initial_probabilities : array, optional
+        Start from a distribution over markings (see
+        :meth:`CompiledNet.reachability_graph`).
+
+    Returns
+    -------
+    ReachabilityGraph
+
+    Raises
+    ------
+    LimitExceededError
+        When the graph exceeds ``max_states``, ``max_edges``, ``max_vanishing`` or
+        ``max_vanishing_depth``; exploration stops as soon as a count passes its
+        limit, and the message names the :class:`Limits` field to raise.
+    VanishingLoopError
+        When immediate transitions can fire forever.
+    EvaluationError
+        When an expression is invalid at a reachable marking.
+
+    Examples
+    --------
+    >>> from srn import Net, timed, reachability_graph
+    >>> net = Net({"q": 0}, [timed("arrive", 1.0, outputs={"q": 1}, inhibitors={"q": 3}),
+    ...                      timed("serve", 2.0, inputs={"q": 1})])
+    >>> reachability_graph(net).n_states
+    4
+
+    A rate of 0 disables a transition: ``go`` cannot fire while ``a`` holds a token.
+
+    >>> net = Net({"a": 1, "b": 0}, [
+    ...     timed("go", "if(#a > 0, 0, 1)", inputs={"a": 1}, outputs={"b": 1}),
+    ...     timed("back", 1.0, inputs={"b": 1}, outputs={"a": 1})])
+    >>> reachability_graph(net).n_states
+    1
+    """
+    compiled = net if isinstance(net, CompiledNet) else CompiledNet(net, limits)
+    return compiled.reachability_graph(
+        parameters,
+        initial_markings=initial_markings,
+        initial_probabilities=initial_probabilities,
+    )

@@ -13,6 +13,7 @@ from typing import Any
 
 __all__ = [
     "AbsorptionError",
+    "ConvergenceError",
     "EvaluationError",
     "ExpressionError",
     "LimitExceededError",
@@ -103,16 +104,25 @@ class LimitExceededError(SRNError):
     maximum : int
         The configured value of the limit.
     reached : int
-        The count that was reached when the engine stopped.
+        The count that was reached when the engine stopped.  Exploration stops as
+        soon as the count passes the limit, so for ``max_states`` and
+        ``max_vanishing`` this is ``maximum + 1``: "more than the limit".
+    hint : str or None
+        How to raise the limit (for example ``"srn.Limits(max_states=...)"``), when
+        it is a setting of the engine.
     """
 
-    def __init__(self, limit: str, maximum: int, reached: int, what: str = "") -> None:
+    def __init__(
+        self, limit: str, maximum: int, reached: int, what: str = "", *, hint: str | None = None
+    ) -> None:
         self.limit = limit
         self.maximum = maximum
         self.reached = reached
+        self.hint = hint
         detail = f" ({what})" if what else ""
+        advice = f"; to allow more, raise it with {hint}" if hint else ""
         super().__init__(
-            f"limit {limit}={maximum} exceeded: reached {reached}{detail}", field=limit
+            f"limit {limit}={maximum} exceeded: reached {reached}{detail}{advice}", field=limit
         )
 
 
@@ -151,6 +161,37 @@ class NotErgodicError(SRNError):
                 f"the CTMC is not ergodic: it has {len(self.classes)} closed classes "
                 f"of sizes {sizes[:10]}; the steady state depends on the initial marking"
             )
+        )
+
+
+class ConvergenceError(SRNError):
+    """No steady-state route reached the residual target within its budgets.
+
+    Attributes
+    ----------
+    attempts : list
+        Every route tried, as :class:`srn.SolverAttempt` records (method, residual
+        reached, iterations, seconds, note), in the order tried.
+    best_residual : float
+        The smallest residual ``||pi Q||_1`` any route reached (``inf`` if none
+        produced a usable vector).
+    target : float
+        The residual that was asked for.
+    """
+
+    def __init__(self, attempts: Sequence[Any], target: float) -> None:
+        self.attempts = list(attempts)
+        self.target = target
+        self.best_residual = min((a.residual for a in self.attempts), default=float("inf"))
+        tried = "; ".join(
+            f"{a.method}: residual {a.residual:.3g} after {a.iterations} iterations"
+            + (f" ({a.note})" if a.note else "")
+            for a in self.attempts
+        )
+        super().__init__(
+            f"no steady-state solver reached the residual target {target:.3g}; best residual "
+            f"{self.best_residual:.3g}; tried {tried}",
+            field="method",
         )
 
 

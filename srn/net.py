@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .errors import NetDefinitionError
+from .errors import LimitExceededError, NetDefinitionError
 
 __all__ = ["Limits", "Net", "Place", "Transition", "immediate", "timed"]
 
@@ -51,6 +51,14 @@ class Limits:
         Characters in one expression.
     max_vanishing_depth : int
         Immediate firings in a row before the engine gives up on a chain of vanishing markings.
+    max_vanishing : int
+        Distinct vanishing markings met (and eliminated) while exploring.  They cost
+        time and memory like tangible ones, but are not in ``max_states``.
+
+    Examples
+    --------
+    >>> Limits(max_states=50_000).max_states
+    50000
     """
 
     max_states: int = 3_000_000
@@ -59,6 +67,28 @@ class Limits:
     max_places: int = 1_000
     max_expression_length: int = 1_000
     max_vanishing_depth: int = 10_000
+    max_vanishing: int = 200_000
+
+    def exceeded(self, name: str, reached: int, what: str = "") -> LimitExceededError:
+        """The error for limit ``name`` (a field of this class) reached at ``reached``.
+
+        Parameters
+        ----------
+        name : str
+            Field name, e.g. ``"max_states"``.
+        reached : int
+            The count when the engine stopped.
+        what : str
+            What was counted, e.g. ``"tangible markings"``.
+
+        Returns
+        -------
+        LimitExceededError
+            Its message names the field and how to raise it.
+        """
+        return LimitExceededError(
+            name, int(getattr(self, name)), reached, what, hint=f"srn.Limits({name}=...)"
+        )
 
 
 @dataclass(frozen=True)

@@ -10,20 +10,27 @@ in Python over markings.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 
-from ._compiled import MARKING_DTYPE, CompiledNet
 from ._expressions import Columns, RowError
-from .errors import EvaluationError, LimitExceededError, NetDefinitionError, VanishingLoopError
-from .net import Limits, Net
+from ._firing import MARKING_DTYPE, FiringRules
+from .errors import (
+    EvaluationError,
+    LimitExceededError,
+    NetDefinitionError,
+    VanishingLoopError,
+)
+from .net import Limits
 
-__all__ = ["ReachabilityGraph", "reachability_graph"]
+__all__ = ["ReachabilityGraph", "explore"]
 
+# Nets with constant firing rules switch to the compiled explorer past this many states.
+_COMPILED_FROM_STATES = 50_000
 # Frontier rows processed together: large enough to amortise NumPy call overhead,
 # small enough that per-transition temporaries stay within a few hundred MB.
 _CHUNK = 1 << 17
@@ -70,13 +77,43 @@ class _KeyCodec:
         return rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
 
 
-def _void_rows(markings: NDArray[Any], extra: NDArray[Any] | None = None) -> NDArray[Any]:
-    """Rows (optionally prefixed by an integer column) as comparable byte strings."""
-    cols = markings.astype(np.int64)
-    if extra is not None:
-        cols = np.column_stack([extra.astype(np.int64), cols])
-    cols = np.ascontiguousarray(cols)
-    return cols.view(np.dtype((np.void, 8 * cols.shape[1]))).ravel()
+def _void_rows(markings: NDArray[Any]) -> NDArray[Any]:
+    """Rows as comparable byte strings (one void scalar per row, no copy when contiguous)."""
+    rows = np.ascontiguousarray(markings)
+    return rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+
+
+def _group_rows(
+    markings: NDArray[Any], origin: NDArray[np.intp]
+) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """Group equal ``(origin, marking)`` pairs: the first row of each group and each row's group.
+
+    Rows are sorted by a 64-bit hash, and equal hashes are checked to be equal rows,
+    so the grouping is exact; on a hash collision between different rows (never seen
+    in practice) the rows are sorted as byte strings instead.  Sorting byte strings
+    directly costs several times more (NumPy compares them element by element).
+    """
+    from ._kernels import row_hash, same_as_previous
+
+    n = len(origin)
+    markings = np.ascontiguousarray(markings)
+    origin = np.ascontiguousarray(origin, dtype=np.intp)
+    h = row_hash(markings, origin)
+    order = np.argsort(h)
+    hs = h[order]
+    same_hash = hs[1:] == hs[:-1]
+    same_row = same_as_previous(markings, origin, order)
+    if np.any(same_hash & ~same_row):
+        keyed = np.column_stack([origin.astype(np.int64), markings.astype(np.int64)])
+        order = np.argsort(_void_rows(keyed), kind="stable")
+        ks = keyed[order]
+        same_row = np.all(ks[1:] == ks[:-1], axis=1)
+    starts = np.ones(n, dtype=bool)
+    starts[1:] = ~same_row
+    group = np.cumsum(starts) - 1
+    inverse = np.empty(n, dtype=np.intp)
+    inverse[order] = group
+    return order[starts], inverse
 
 
 def _sorted_unique(keys: NDArray[Any]) -> tuple[NDArray[Any], NDArray[np.intp]]:
@@ -106,7 +143,7 @@ class _Resolved:
 
 
 class _Explorer:
-    def __init__(self, net: CompiledNet, params: Mapping[str, float], starts: NDArray[Any]) -> None:
+    def __init__(self, net: FiringRules, params: Mapping[str, float], starts: NDArray[Any]) -> None:
         self.net = net
         self.starts = starts
         self.params = params
@@ -177,6 +214,10 @@ class _Explorer:
         depth = 0
         while True:
             seen = np.union1d(seen, _void_rows(cur))
+            if len(seen) > self.limits.max_vanishing:
+                raise self.limits.exceeded(
+                    "max_vanishing", self.limits.max_vanishing + 1, "vanishing markings"
+                )
             depth += 1
             if depth > len(seen):
                 # Every surviving path has visited `depth` vanishing markings, more than
@@ -184,11 +225,8 @@ class _Explorer:
                 sample = [self.net.marking_dict(m) for m in cur[:5]]
                 raise VanishingLoopError(sample)
             if depth > self.limits.max_vanishing_depth:
-                raise LimitExceededError(
-                    "max_vanishing_depth",
-                    self.limits.max_vanishing_depth,
-                    depth,
-                    "immediate firings in a row",
+                raise self.limits.exceeded(
+                    "max_vanishing_depth", depth, "immediate firings in a row"
                 )
             next_o, next_m, next_p = [], [], []
             for j, t in enumerate(self.net.immediate):
@@ -207,11 +245,9 @@ class _Explorer:
             mass = np.concatenate(next_p)
             # Merge paths that reach the same marking from the same firing, so that
             # diamonds of independent immediate transitions do not multiply paths.
-            uniq, inverse = _sorted_unique(_void_rows(cur, origin))
-            if len(uniq) < len(cur):
-                first = np.zeros(len(uniq), dtype=np.intp)
-                first[inverse[::-1]] = np.arange(len(cur))[::-1]
-                mass = np.bincount(inverse, weights=mass, minlength=len(uniq)).astype(float)
+            first, inverse = _group_rows(cur, origin)
+            if len(first) < len(cur):
+                mass = np.bincount(inverse, weights=mass, minlength=len(first)).astype(float)
                 origin = origin[first]
                 cur = cur[first]
             vanishing, probs_next = self._immediate_choice(cur)
@@ -265,11 +301,10 @@ class _Explorer:
             new = np.flatnonzero(~hit)
             if len(new):
                 if n_states + len(new) > self.limits.max_states:
-                    raise LimitExceededError(
-                        "max_states",
-                        self.limits.max_states,
-                        n_states + len(new),
-                        "tangible markings",
+                    # Stop at the limit: the states past it are not stored, and the
+                    # frontier was cut to the room left (below), so little is wasted.
+                    raise self.limits.exceeded(
+                        "max_states", self.limits.max_states + 1, "tangible markings"
                     )
                 ids[new] = np.arange(n_states, n_states + len(new))
                 first = np.zeros(len(uniq), dtype=np.intp)
@@ -303,14 +338,19 @@ class _Explorer:
         n_edges = 0
         enabled_any = np.zeros(0, dtype=bool)
         lo = 0
+        zero_rate_firings = 0
         while lo < n_states:
-            hi = min(n_states, lo + _CHUNK)
+            # Expand no more of the frontier than there is room left for new states, so
+            # a net that outgrows max_states stops near the limit, not a chunk past it.
+            room = self.limits.max_states - n_states
+            hi = min(n_states, lo + min(_CHUNK, max(room, 1024)))
             frontier = store[lo:hi]
             ids = np.arange(lo, hi, dtype=np.int64)
             succ, src, tid = [], [], []
             fired = np.zeros(hi - lo, dtype=bool)
             for t in net.timed:
-                rows = np.flatnonzero(net.enabled(t, frontier, self.params))
+                rows, zero_rate = net.timed_enabled(t, frontier, self.params)
+                zero_rate_firings += zero_rate
                 if not len(rows):
                     continue
                 fired[rows] = True
@@ -326,13 +366,19 @@ class _Explorer:
             all_tid = np.concatenate(tid)
             res = self.resolve(all_succ)
             vanishing_seen.append(res.vanishing)
+            if len(vanishing_seen) > 8:
+                # Merge now and then: the count must be of distinct markings, and the
+                # pieces would otherwise hold every duplicate until the end.
+                vanishing_seen = [np.unique(np.concatenate(vanishing_seen))]
+                if len(vanishing_seen[0]) > self.limits.max_vanishing:
+                    raise self.limits.exceeded(
+                        "max_vanishing", self.limits.max_vanishing + 1, "vanishing markings"
+                    )
             dst = add(res.markings)
             e_src = all_src[res.origin]
             n_edges += len(dst)
             if n_edges > self.limits.max_edges:
-                raise LimitExceededError(
-                    "max_edges", self.limits.max_edges, n_edges, "CTMC transitions"
-                )
+                raise self.limits.exceeded("max_edges", n_edges, "CTMC transitions")
             e_tid = all_tid[res.origin]
             order = np.argsort(e_tid, kind="stable")
             bounds = np.searchsorted(e_tid[order], np.arange(n_transitions + 1))
@@ -372,6 +418,10 @@ class _Explorer:
         vanishing: NDArray[np.int64] | list[int] = (
             np.unique(np.concatenate(vanishing_seen)) if vanishing_seen else []
         )
+        if len(vanishing) > self.limits.max_vanishing:
+            raise self.limits.exceeded(
+                "max_vanishing", self.limits.max_vanishing + 1, "vanishing markings"
+            )
         return ReachabilityGraph(
             net=net,
             markings=markings,
@@ -388,6 +438,7 @@ class _Explorer:
                 _cat(imm_mass, np.float64),
             ),
             n_vanishing=len(vanishing),
+            zero_rate_firings=zero_rate_firings,
             parameters=dict(self.params),
             sorted_keys=sorted_keys,
             sorted_ids=sorted_ids,
@@ -399,10 +450,134 @@ def _cat(chunks: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:
     return np.concatenate(chunks).astype(dtype, copy=False) if chunks else np.zeros(0, dtype)
 
 
-def _explore(
-    net: CompiledNet, params: Mapping[str, float], starts: NDArray[Any]
+def explore(
+    net: FiringRules, params: Mapping[str, float], starts: NDArray[Any]
 ) -> ReachabilityGraph:
+    """Explore the tangible reachability graph of ``net`` from the markings ``starts``.
+
+    Parameters
+    ----------
+    net : FiringRules
+        The compiled net (usually a :class:`srn.CompiledNet`).
+    params : dict of str to float
+        Every parameter's value.
+    starts : ndarray of int32, shape (k, n_places)
+        Initial markings (the initial distribution is uniform over them).
+
+    Returns
+    -------
+    ReachabilityGraph
+
+    Raises
+    ------
+    LimitExceededError
+        When a count passes ``max_states``, ``max_edges``, ``max_vanishing`` or
+        ``max_vanishing_depth`` of ``net.limits``.
+    VanishingLoopError, EvaluationError
+        See :func:`srn.reachability_graph`.
+    """
+    if _constant_rules(net) and net.limits.max_states > _COMPILED_FROM_STATES:
+        # Small nets stay on the NumPy explorer: importing Numba and loading the kernel
+        # costs more than they take, in every fresh worker process.  Past the threshold
+        # the compiled explorer starts over, having lost at most that much work.
+        probe = _Explorer(net, params, starts)
+        probe.limits = replace(net.limits, max_states=_COMPILED_FROM_STATES)
+        try:
+            return probe.run()
+        except LimitExceededError as exc:
+            if exc.limit != "max_states":
+                raise
+        return _explore_constant(net, params, starts)
     return _Explorer(net, params, starts).run()
+
+
+def _constant_rules(net: FiringRules) -> bool:
+    """Whether every firing rule is a constant (see :mod:`srn._exploration_kernels`)."""
+    return not net.immediate and all(
+        t.delta is not None
+        and t.guard is None
+        and all(a.constant is not None for a in t.inhibitors)
+        and t.rate.constant is not None
+        and t.rate.constant > 0
+        for t in net.timed
+    )
+
+
+def _explore_constant(
+    net: FiringRules, params: Mapping[str, float], starts: NDArray[Any]
+) -> ReachabilityGraph:
+    """Exploration by the compiled kernel; the same graph as :class:`_Explorer` gives."""
+    from . import _exploration_kernels as kernels
+
+    n_places = len(net.place_names)
+    shape = (len(net.timed), n_places)
+    needs = np.zeros(shape, dtype=np.int32)
+    inhibit = np.zeros(shape, dtype=np.int32)
+    delta = np.zeros(shape, dtype=np.int32)
+    for row, t in enumerate(net.timed):
+        for arc in t.inputs:
+            needs[row, arc.place] = max(needs[row, arc.place], arc.constant or 0)
+        for arc in t.inhibitors:
+            if arc.constant:
+                current = inhibit[row, arc.place]
+                inhibit[row, arc.place] = min(current, arc.constant) if current else arc.constant
+        assert t.delta is not None
+        delta[row] = t.delta
+    limits = net.limits
+    # Markings packed into one 64-bit key when every place fits its share of the bits
+    # (4 bits each for up to 16 places); otherwise, or when a count outgrows its field,
+    # the kernel compares whole rows.
+    bits = 64 // n_places if n_places else 0
+    for attempt_bits in [bits, 0] if bits >= 2 else [0]:
+        status, markings, start_ids, src, dst, tid, enabled = kernels.explore_constant(
+            np.ascontiguousarray(starts, dtype=np.int32),
+            needs,
+            inhibit,
+            delta,
+            limits.max_states,
+            limits.max_edges,
+            min(attempt_bits, 31),
+        )
+        if status != kernels.REPACK:
+            break
+    if status == kernels.STATES_EXCEEDED:
+        raise limits.exceeded("max_states", limits.max_states + 1, "tangible markings")
+    if status == kernels.EDGES_EXCEEDED:
+        raise limits.exceeded("max_edges", limits.max_edges + 1, "CTMC transitions")
+    if status == kernels.OVERFLOW:
+        # The NumPy explorer finds the same overflow and names the transition and marking.
+        return _Explorer(net, params, starts).run()
+    # Only timed transitions, so the kernel's row numbers are the transition indices.
+    src, dst, tid = kernels.group_by_transition(src, dst, tid, len(net.transitions))
+    markings.flags.writeable = False
+    empty = np.zeros(0)
+    return ReachabilityGraph(
+        net=net,
+        markings=markings,
+        src=src,
+        dst=dst,
+        transition=tid,
+        probability=None,
+        start_map=(
+            np.arange(len(starts)),
+            start_ids.astype(np.int64),
+            np.ones(len(starts)),
+            len(starts),
+        ),
+        dead=np.flatnonzero(~enabled),
+        immediate_flow=(
+            empty.astype(np.int64),
+            empty.astype(np.int32),
+            empty.astype(np.intp),
+            empty,
+        ),
+        n_vanishing=0,
+        zero_rate_firings=0,
+        parameters=dict(params),
+        sorted_keys=None,
+        sorted_ids=None,
+        codec=None,
+    )
 
 
 class ReachabilityGraph:
@@ -425,6 +600,9 @@ class ReachabilityGraph:
         States with no transition to another state (dead states included).
     n_vanishing : int
         Distinct vanishing markings met and eliminated.
+    zero_rate_firings : int
+        Firings dropped during exploration because the timed transition's rate was 0
+        at the marking (such a transition is not enabled there).
     parameters : dict
         Parameter values the rates are evaluated with.
     """
@@ -432,7 +610,7 @@ class ReachabilityGraph:
     def __init__(
         self,
         *,
-        net: CompiledNet,
+        net: FiringRules,
         markings: NDArray[Any],
         src: NDArray[np.int32],
         dst: NDArray[np.int32],
@@ -442,10 +620,11 @@ class ReachabilityGraph:
         dead: NDArray[np.intp],
         immediate_flow: tuple[NDArray[Any], NDArray[Any], NDArray[Any], NDArray[Any]],
         n_vanishing: int,
+        zero_rate_firings: int,
         parameters: dict[str, float],
-        sorted_keys: NDArray[Any],
-        sorted_ids: NDArray[np.int64],
-        codec: _KeyCodec,
+        sorted_keys: NDArray[Any] | None,
+        sorted_ids: NDArray[np.int64] | None,
+        codec: _KeyCodec | None,
     ) -> None:
         self.net = net
         self.markings = markings
@@ -457,9 +636,13 @@ class ReachabilityGraph:
         self.dead_states = dead
         self._immediate_flow = immediate_flow
         self.n_vanishing = n_vanishing
+        self.zero_rate_firings = zero_rate_firings
         self.parameters = parameters
         self._sorted_keys, self._sorted_ids, self._codec = sorted_keys, sorted_ids, codec
-        bounds = np.searchsorted(transition, np.arange(len(net.transitions) + 1))
+        # Same dtype on both sides, or searchsorted copies the whole edge array.
+        bounds = np.searchsorted(
+            transition, np.arange(len(net.transitions) + 1, dtype=transition.dtype)
+        )
         self._slices = {
             t.index: slice(int(bounds[t.index]), int(bounds[t.index + 1])) for t in net.timed
         }
@@ -470,7 +653,12 @@ class ReachabilityGraph:
         self.absorbing_states = np.flatnonzero(~leaves)
 
     def with_parameters(self, parameters: Mapping[str, float]) -> ReachabilityGraph:
-        """This graph with rates evaluated for other parameter values (structure shared)."""
+        """This graph with rates evaluated for other parameter values (structure shared).
+
+        The structure is not re-explored: if the new values make a rate 0 on an edge,
+        that edge stays with rate 0 (the transition would not be enabled there).
+        :meth:`srn.CompiledNet.reachability_graph` re-explores in that case instead.
+        """
         if dict(parameters) == self.parameters:
             return self
         clone = object.__new__(ReachabilityGraph)
@@ -562,13 +750,24 @@ class ReachabilityGraph:
             If the marking is not a reachable tangible marking.
         """
         row = self._as_row(marking)
-        if not self._codec.fits(row[None, :]):
+        codec, sorted_keys, sorted_ids = self._lookup()
+        if not codec.fits(row[None, :]):
             raise KeyError(f"marking {self.net.marking_dict(row)} is not reachable")
-        key = self._codec.encode(row[None, :])
-        pos = int(np.searchsorted(self._sorted_keys, key)[0])
-        if pos < len(self._sorted_keys) and self._sorted_keys[pos] == key[0]:
-            return int(self._sorted_ids[pos])
+        key = codec.encode(row[None, :])
+        pos = int(np.searchsorted(sorted_keys, key)[0])
+        if pos < len(sorted_keys) and sorted_keys[pos] == key[0]:
+            return int(sorted_ids[pos])
         raise KeyError(f"marking {self.net.marking_dict(row)} is not a reachable tangible marking")
+
+    def _lookup(self) -> tuple[_KeyCodec, NDArray[Any], NDArray[np.int64]]:
+        """The sorted key index of the markings, built on first use when exploration had none."""
+        if self._codec is None or self._sorted_keys is None or self._sorted_ids is None:
+            codec = _KeyCodec(self.markings.max(axis=0, initial=0))
+            keys = codec.encode(self.markings)
+            order = np.argsort(keys, kind="stable")
+            self._codec, self._sorted_keys = codec, keys[order]
+            self._sorted_ids = order.astype(np.int64)
+        return self._codec, self._sorted_keys, self._sorted_ids
 
     def _as_row(self, marking: Mapping[str, int] | ArrayLike) -> NDArray[Any]:
         if isinstance(marking, Mapping):
@@ -739,54 +938,3 @@ class ReachabilityGraph:
             for j, t in enumerate(self.net.immediate):
                 result[t.name] = contrib[..., imm_j == j].sum(axis=-1)
         return result
-
-
-def reachability_graph(
-    net: Net | CompiledNet,
-    parameters: Mapping[str, float] | None = None,
-    *,
-    limits: Limits | None = None,
-    initial_markings: ArrayLike | None = None,
-    initial_probabilities: ArrayLike | None = None,
-) -> ReachabilityGraph:
-    """Generate the tangible reachability graph of a net.
-
-    Parameters
-    ----------
-    net : Net or CompiledNet
-        The net (compiled on the fly when a :class:`Net`).
-    parameters : dict, optional
-        Overrides of the net's parameter values.
-    limits : Limits, optional
-        Size limits, when ``net`` is not compiled yet.
-    initial_markings, initial_probabilities : array, optional
-        Start from a distribution over markings (see
-        :meth:`CompiledNet.reachability_graph`).
-
-    Returns
-    -------
-    ReachabilityGraph
-
-    Raises
-    ------
-    LimitExceededError
-        When the graph exceeds ``max_states``, ``max_edges`` or ``max_vanishing_depth``.
-    VanishingLoopError
-        When immediate transitions can fire forever.
-    EvaluationError
-        When an expression is invalid at a reachable marking.
-
-    Examples
-    --------
-    >>> from srn import Net, timed, reachability_graph
-    >>> net = Net({"q": 0}, [timed("arrive", 1.0, outputs={"q": 1}, inhibitors={"q": 3}),
-    ...                      timed("serve", 2.0, inputs={"q": 1})])
-    >>> reachability_graph(net).n_states
-    4
-    """
-    compiled = net if isinstance(net, CompiledNet) else CompiledNet(net, limits)
-    return compiled.reachability_graph(
-        parameters,
-        initial_markings=initial_markings,
-        initial_probabilities=initial_probabilities,
-    )

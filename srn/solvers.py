@@ -1,14 +1,14 @@
-"""Steady-state, transient and time-to-absorption solution of a CTMC generator.
+"""Transient and time-to-absorption solution of a CTMC generator.
 
 The functions take a generator ``Q`` (rows sum to zero, as returned by
 :meth:`ReachabilityGraph.generator`) and know nothing about nets, so they serve any
-CTMC.  Each result reports how it was computed and how accurate it is.
+CTMC.  Each result reports how it was computed and how accurate it is.  The steady
+state has its own module, :mod:`srn.stationary`.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,330 +21,15 @@ import scipy.sparse.linalg as spla
 from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special
 
-from .errors import AbsorptionError, LimitExceededError, NotErgodicError, SRNError
+from ._generator import DENSE_MAX, as_generator
+from .errors import AbsorptionError, LimitExceededError, SRNError
 
 __all__ = [
     "AbsorptionTime",
-    "SteadyState",
     "TransientSolution",
-    "steady_state",
     "time_to_absorption",
     "transient",
 ]
-
-# Below this many states dense GTH elimination beats sparse machinery on overhead.
-_DENSE_MAX = 300
-# Banded LU is exact and quick on the long, thin chains of queues, but on nets with many
-# concurrent components no ordering keeps the band narrow (Kanban N=3 would not finish).
-# ``auto`` uses it when the fill (states x bandwidth) and the work (states x bandwidth^2)
-# of the reverse Cuthill-McKee order stay below these; the Gauss-Seidel-preconditioned
-# Krylov solver takes the rest.
-_DIRECT_FILL = 20_000_000
-_DIRECT_FLOPS = 500_000_000
-# The ordering itself needs the symmetrised pattern of Q (twice its memory); beyond this
-# many states ``auto`` does not try it: the band would have to be under ~15 for the LU to
-# qualify, and the iterative solver handles such chains well.
-_BANDED_MAX_STATES = 200_000
-
-
-def _as_generator(Q: Any) -> sp.csr_array:
-    if isinstance(Q, np.ndarray):
-        Q = sp.csr_array(Q)
-    if not sp.issparse(Q):
-        raise TypeError("Q must be a SciPy sparse matrix or a NumPy array")
-    Q = sp.csr_array(Q, dtype=float)
-    if Q.shape[0] != Q.shape[1] or Q.shape[0] == 0:
-        raise SRNError(f"the generator must be a non-empty square matrix, got shape {Q.shape}")
-    return Q
-
-
-def _closed_classes(Q: sp.csr_array) -> tuple[list[NDArray[np.intp]], NDArray[np.intp]]:
-    """Closed communicating classes of the chain, and the class label of every state."""
-    adjacency = Q.copy()
-    adjacency.setdiag(0)
-    adjacency.eliminate_zeros()
-    n_classes, labels = csgraph.connected_components(adjacency, directed=True, connection="strong")
-    if n_classes == 1:
-        return [np.arange(Q.shape[0])], labels
-    coo = adjacency.tocoo()
-    leaving = labels[coo.row] != labels[coo.col]
-    open_class = np.zeros(n_classes, dtype=bool)
-    open_class[labels[coo.row[leaving]]] = True
-    closed = np.flatnonzero(~open_class)
-    order = np.argsort(labels, kind="stable")
-    bounds = np.searchsorted(labels[order], np.arange(n_classes + 1))
-    classes = [order[bounds[c] : bounds[c + 1]] for c in closed]
-    return classes, labels
-
-
-@dataclass(frozen=True)
-class SteadyState:
-    """A steady-state distribution and how it was obtained.
-
-    Attributes
-    ----------
-    probabilities : ndarray, shape (n_states,)
-        The stationary distribution pi (non-negative, sums to 1).
-    residual : float
-        ``||pi Q||_1``, the 1-norm of the balance-equation residual.
-    method : str
-        ``"dense"``, ``"direct"`` (sparse LU), ``"bicgstab-gs"`` or ``"gmres-gs"``
-        (Krylov solvers with a Gauss-Seidel preconditioner).
-    iterations : int
-        Iterations of the iterative solver (0 for direct methods).
-    transient_states : int
-        States outside the single closed class; they have probability zero.
-    seconds : float
-        Wall time of the solve.
-    """
-
-    probabilities: NDArray[np.float64]
-    residual: float
-    method: str
-    iterations: int = 0
-    transient_states: int = 0
-    seconds: float = 0.0
-
-
-def steady_state(
-    Q: Any,
-    *,
-    method: str = "auto",
-    tol: float = 1e-12,
-    max_iterations: int = 5_000,
-    time_limit: float | None = None,
-) -> SteadyState:
-    """Solve ``pi Q = 0``, ``sum(pi) = 1`` for an irreducible (or unichain) CTMC.
-
-    Parameters
-    ----------
-    Q : sparse matrix or ndarray, shape (n, n)
-        Generator matrix, rows summing to zero, rates in 1/s.
-    method : {"auto", "dense", "direct", "iterative"}
-        ``auto`` picks dense GTH elimination up to 300 states, then (up to 200,000
-        states) banded sparse LU in a reverse Cuthill-McKee order when its band is
-        narrow (queues, birth-death chains), and otherwise Gauss-Seidel-preconditioned
-        BiCGSTAB (GMRES if it breaks down).
-    tol : float
-        Target 1-norm residual relative to the largest rate, for the iterative solver.
-        The iterative solver bounds the absolute error of every probability through
-        the residual; only the dense and direct solvers also keep the relative accuracy
-        of probabilities far below ``tol``.
-    max_iterations : int
-        Iteration cap for the iterative solver.
-    time_limit : float, optional
-        Wall-clock seconds the iterative solver may use.
-
-    Returns
-    -------
-    SteadyState
-
-    Raises
-    ------
-    NotErgodicError
-        If the chain has more than one closed class (for example two absorbing
-        states); the error lists the classes.
-    LimitExceededError
-        If the iterative solver runs out of iterations or time.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> Q = np.array([[-1.0, 1.0], [2.0, -2.0]])
-    >>> steady_state(Q).probabilities.round(6)
-    array([0.666667, 0.333333])
-    """
-    start = time.perf_counter()
-    Q = _as_generator(Q)
-    n = Q.shape[0]
-    classes, _ = _closed_classes(Q) if n > 1 else ([np.arange(1)], None)
-    if len(classes) > 1:
-        raise NotErgodicError(classes)
-    recurrent = classes[0]
-    sub = Q if len(recurrent) == n else Q[recurrent][:, recurrent]
-    m = sub.shape[0]
-    order: NDArray[np.intp] | None = None
-    if method == "direct" or (method == "auto" and _DENSE_MAX < m <= _BANDED_MAX_STATES):
-        order, bandwidth = _banded_order(sub)
-        if method == "auto":
-            banded_cheap = m * bandwidth <= _DIRECT_FILL and m * bandwidth**2 <= _DIRECT_FLOPS
-            method = "direct" if banded_cheap else "iterative"
-    elif method == "auto":
-        method = "dense" if m <= _DENSE_MAX else "iterative"
-    iterations = 0
-    if m == 1:
-        x = np.ones(1)
-    elif method == "dense":
-        x = _grassmann_taksar_heyman(sub.toarray())
-    elif method == "direct":
-        x = _banded_direct(sub, order if order is not None else np.arange(m))
-        if not _usable(x):
-            # The state eliminated last had a probability below the double range, so
-            # its pivot overflowed; eliminating from the other end of the band ends on
-            # the other extreme of the chain.
-            x = _banded_direct(sub, (order if order is not None else np.arange(m))[::-1])
-        if not _usable(x):
-            x, iterations, method = _preconditioned_krylov(
-                sub, tol, max_iterations, time_limit, start
-            )
-    elif method == "iterative":
-        x, iterations, method = _preconditioned_krylov(sub, tol, max_iterations, time_limit, start)
-    else:
-        raise ValueError(f"unknown method {method!r}")
-    x = np.clip(x, 0.0, None)
-    x /= x.sum()
-    pi = np.zeros(n)
-    pi[recurrent] = x
-    residual = float(np.abs(Q.T @ pi).sum())
-    return SteadyState(pi, residual, method, iterations, n - m, seconds=time.perf_counter() - start)
-
-
-def _grassmann_taksar_heyman(Q: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Stationary vector of a small irreducible generator by GTH elimination.
-
-    States are censored out from the last: the rates of state k are redistributed to
-    the states below it in proportion to where k goes next, and the normaliser is the
-    *sum* of k's rates to them rather than ``-Q[k, k]``.  Every operation adds or
-    multiplies positive numbers, so even probabilities many orders of magnitude below
-    the largest keep full relative accuracy (Grassmann, Taksar and Heyman, Operations
-    Research 33(5), 1985).  O(n^3), for the few hundred states the dense path takes.
-    """
-    A = np.array(Q, dtype=np.float64)
-    np.fill_diagonal(A, 0.0)
-    n = A.shape[0]
-    for k in range(n - 1, 0, -1):
-        leave = A[k, :k].sum()
-        A[:k, k] /= leave
-        A[:k, :k] += np.outer(A[:k, k], A[k, :k])
-    x = np.zeros(n)
-    x[0] = 1.0
-    for k in range(1, n):
-        x[k] = x[:k] @ A[:k, k]
-    return x
-
-
-def _usable(x: NDArray[np.float64]) -> bool:
-    """Whether an unnormalised solution can be normalised (finite, with a finite sum)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = float(np.clip(x, 0.0, None).sum())
-    return bool(np.isfinite(x).all()) and math.isfinite(total) and total > 0.0
-
-
-def _banded_order(sub: sp.csr_array) -> tuple[NDArray[np.intp], int]:
-    """A reverse Cuthill-McKee order of the states, and the bandwidth it leaves."""
-    pattern = sp.csr_array(abs(sub) + abs(sub.T))
-    order = csgraph.reverse_cuthill_mckee(pattern, symmetric_mode=True).astype(np.intp)
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    coo = sub.tocoo()
-    return order, int(np.abs(rank[coo.row] - rank[coo.col]).max(initial=0))
-
-
-def _banded_direct(sub: sp.csr_array, order: NDArray[np.intp]) -> NDArray[np.float64]:
-    """Sparse LU of the balance equations in a banded order, without pivoting.
-
-    The last balance equation is replaced by the normalisation, a dense row that comes
-    last and so fills nothing.  No state is pinned, so probabilities spanning hundreds
-    of orders of magnitude (a long M/M/1/K tail) neither overflow nor lose accuracy.
-    The columns of ``Q^T`` are diagonally dominant, so Gaussian elimination on the
-    diagonal is stable and keeps the fill inside the band.
-    """
-    m = sub.shape[0]
-    At = sp.csr_array(sub[order][:, order].T)
-    A = sp.vstack([At[:-1], sp.csr_array(np.ones((1, m)))], format="csc")
-    lu = spla.splu(A, permc_spec="NATURAL", diag_pivot_thresh=0.0)
-    b = np.zeros(m)
-    b[-1] = 1.0
-    x = np.empty(m)
-    x[order] = lu.solve(b)
-    return x
-
-
-def _preconditioned_krylov(
-    sub: sp.csr_array,
-    tol: float,
-    max_iterations: int,
-    time_limit: float | None,
-    start: float,
-) -> tuple[NDArray[np.float64], int, str]:
-    """BiCGSTAB on the balance equations with a Gauss-Seidel preconditioner.
-
-    One state is pinned to 1 and its equation replaced by that identity, which makes
-    the system nonsingular without deleting a row and column of ``Q^T``.  The
-    preconditioner is a forward sweep of ``(D + L)``, compiled with Numba.  BiCGSTAB can
-    break down; GMRES(50) with the same preconditioner then takes over.
-    """
-    from ._kernels import lower_solve
-
-    At = sp.csr_array(sub.T)
-    n = At.shape[0]
-    fixed = 0
-    diag = -sub.diagonal()
-    scale = float(diag.max())
-    b = np.zeros(n)
-    b[fixed] = 1.0
-
-    def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
-        y = At @ x
-        y[fixed] = x[fixed]
-        return np.asarray(y)
-
-    def precondition(r: NDArray[np.float64]) -> NDArray[np.float64]:
-        r = np.ascontiguousarray(r, dtype=np.float64).ravel()
-        return np.asarray(lower_solve(At.indptr, At.indices, At.data, -diag, r, fixed, 1.0))
-
-    A = spla.LinearOperator((n, n), matvec=matvec, dtype=np.float64)
-    M = spla.LinearOperator((n, n), matvec=precondition, dtype=np.float64)
-    count = 0
-
-    def callback(_: Any) -> None:
-        nonlocal count
-        count += 1
-        if time_limit is not None and time.perf_counter() - start > time_limit:
-            raise LimitExceededError(
-                "solve_seconds", math.ceil(time_limit), math.ceil(time.perf_counter() - start)
-            )
-        if count > max_iterations:
-            raise LimitExceededError("max_iterations", max_iterations, count, "steady_state")
-
-    # BiCGSTAB's shadow residual is its first residual; b itself would be a unit vector
-    # that the preconditioned iteration annihilates, so start from the uniform vector.
-    x = np.ones(n)
-    method = "bicgstab-gs"
-    residual = math.inf
-    for attempt in range(4):
-        if attempt < 2:
-            x, _ = spla.bicgstab(
-                A, b, x0=x, M=M, rtol=tol * 10.0**-attempt, atol=0.0, callback=callback
-            )
-        else:
-            # GMRES cannot break down; it restarts from zero the first time, because a
-            # BiCGSTAB breakdown can leave x where the Krylov space is poor.
-            method = "gmres-gs"
-            x, _ = spla.gmres(
-                A,
-                b,
-                x0=None if attempt == 2 else x,
-                M=M,
-                rtol=tol * 1e-2,
-                atol=0.0,
-                restart=50,
-                callback=callback,
-                callback_type="pr_norm",
-            )
-        x = np.clip(x, 0.0, None)
-        if _usable(x):
-            residual = float(np.abs(At @ (x / x.sum())).sum())
-            if residual <= tol * scale:
-                return x, count, method
-        else:
-            x = np.ones(n)
-    raise SRNError(
-        f"the steady-state solver stalled at residual {residual:.3g} after {count} "
-        f"iterations (target {tol * scale:.3g}); the chain may be nearly decomposable",
-        field="method",
-    )
-
 
 # -- transient ------------------------------------------------------------------
 
@@ -440,7 +125,7 @@ def transient(
     -------
     TransientSolution
     """
-    Q = _as_generator(Q)
+    Q = as_generator(Q)
     n = Q.shape[0]
     t = _times(times)
     p0 = _initial_vector(initial, n)
@@ -655,7 +340,7 @@ def time_to_absorption(
     >>> round(r.mean, 12), round(r.variance, 12)
     (0.666666666667, 0.222222222222)
     """
-    Q = _as_generator(Q)
+    Q = as_generator(Q)
     n = Q.shape[0]
     p0 = _initial_vector(initial, n)
     if absorbing is None:
@@ -693,7 +378,7 @@ def time_to_absorption(
         mean = variance = 0.0
     else:
         ones = np.ones(m)
-        if m <= _DENSE_MAX:
+        if m <= DENSE_MAX:
             lu = la.lu_factor(-T.toarray(), check_finite=False)
             u = la.lu_solve(lu, ones, check_finite=False)
             w = la.lu_solve(lu, u, check_finite=False)

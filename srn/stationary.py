@@ -1,0 +1,597 @@
+"""Steady-state distribution of a CTMC: a cascade of solvers that does not give up early.
+
+:func:`steady_state` takes a generator ``Q`` (rows sum to zero) and knows nothing about
+nets.  ``method="auto"`` tries, in order, the routes that suit the chain and stops at the
+first whose residual ``||pi Q||_1`` meets the target:
+
+1. ``dense``: Grassmann-Taksar-Heyman elimination, up to a few hundred states.
+2. ``direct``: GTH elimination in a reverse Cuthill-McKee order, when the band it
+   leaves is narrow (queues, birth-death chains); subtraction-free, so it keeps the
+   relative accuracy of tiny probabilities even with rates spanning 12 decades.
+3. ``sparse-lu``: SuperLU with a minimum-degree ordering of ``A + A^T``, when the fill
+   estimated before factorising (the envelope of the RCM order) fits the memory budget.
+4. ``bicgstab-gs``: BiCGSTAB preconditioned by a Gauss-Seidel sweep (GMRES(50) after a
+   breakdown, reported as ``gmres-gs``); stops early when the residual stagnates.
+5. ``gmres-ilu``: GMRES(50) preconditioned by an incomplete LU whose fill is capped by
+   the memory budget; it solves nearly decomposable and grid-like chains on which the
+   sweep preconditioner stalls.
+6. ``sor``: plain Gauss-Seidel/SOR sweeps on the singular system, the slow but robust
+   last resort.
+
+Each result reports the route taken, its iterations and residual, and every route tried
+before it.  When none reaches the target, :class:`~srn.errors.ConvergenceError` lists
+them with the best residual reached.  References: W. J. Stewart, *Introduction to the
+Numerical Solution of Markov Chains* (Princeton, 1994), ch. 2-4; Grassmann, Taksar and
+Heyman, Operations Research 33(5), 1985.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.csgraph as csgraph
+import scipy.sparse.linalg as spla
+from numpy.typing import NDArray
+
+from ._generator import DENSE_MAX, as_generator
+from .errors import ConvergenceError, LimitExceededError, NotErgodicError
+
+__all__ = ["SolverAttempt", "SteadyState", "steady_state"]
+
+# Banded LU is exact and quick on the long, thin chains of queues.  ``auto`` uses it when
+# the fill (states x bandwidth) and the work (states x bandwidth^2) of the reverse
+# Cuthill-McKee order stay below these.
+_DIRECT_FILL = 20_000_000
+_DIRECT_FLOPS = 500_000_000
+# The RCM order needs the symmetrised pattern of Q (twice its memory); beyond this many
+# states ``auto`` skips both LU routes and goes straight to the iterative ones.
+_ORDERED_MAX_STATES = 300_000
+# Bytes per stored factor entry (value + row index) for the fill estimates.
+_ENTRY_BYTES = 12
+# Default memory budget for LU and ILU factors.
+_MEMORY_LIMIT = 2_000_000_000
+# Iterative routes stop when the residual has not halved over this many iterations
+# (checked every _CHECK_EVERY iterations, at the cost of one product with Q^T).
+_STALL_WINDOW = 150
+_CHECK_EVERY = 10
+
+
+@dataclass(frozen=True)
+class SolverAttempt:
+    """One route the steady-state cascade tried.
+
+    Attributes
+    ----------
+    method : str
+        Route name (see :func:`steady_state`).
+    residual : float
+        ``||pi Q||_1`` of the normalised vector it produced (``inf`` if none).
+    iterations : int
+        Iterations it ran (0 for direct routes).
+    seconds : float
+        Wall time it took.
+    note : str
+        Why it stopped short, when it did.
+    """
+
+    method: str
+    residual: float
+    iterations: int = 0
+    seconds: float = 0.0
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """A steady-state distribution and how it was obtained.
+
+    Attributes
+    ----------
+    probabilities : ndarray, shape (n_states,)
+        The stationary distribution pi (non-negative, sums to 1).
+    residual : float
+        ``||pi Q||_1``, the 1-norm of the balance-equation residual (1/s).
+    method : str
+        The route that produced it: ``"dense"``, ``"direct"``, ``"sparse-lu"``,
+        ``"bicgstab-gs"``, ``"gmres-gs"``, ``"gmres-ilu"`` or ``"sor"``.
+    iterations : int
+        Iterations of that route (0 for direct routes).
+    transient_states : int
+        States outside the single closed class; they have probability zero.
+    seconds : float
+        Wall time of the whole solve.
+    attempts : tuple of SolverAttempt
+        Every route tried, the successful one last.
+    """
+
+    probabilities: NDArray[np.float64]
+    residual: float
+    method: str
+    iterations: int = 0
+    transient_states: int = 0
+    seconds: float = 0.0
+    attempts: tuple[SolverAttempt, ...] = ()
+
+
+_ROUTES = ("dense", "direct", "sparse-lu", "bicgstab-gs", "gmres-ilu", "sor")
+_ITERATIVE = ("bicgstab-gs", "gmres-ilu", "sor")
+
+
+def steady_state(
+    Q: Any,
+    *,
+    method: str = "auto",
+    tol: float = 1e-12,
+    max_iterations: int = 5_000,
+    time_limit: float | None = None,
+    memory_limit: float = _MEMORY_LIMIT,
+) -> SteadyState:
+    """Solve ``pi Q = 0``, ``sum(pi) = 1`` for an irreducible (or unichain) CTMC.
+
+    Parameters
+    ----------
+    Q : sparse matrix or ndarray, shape (n, n)
+        Generator matrix, rows summing to zero, rates in 1/s.
+    method : str
+        ``"auto"`` runs the cascade of the module notes; ``"iterative"`` runs only its
+        iterative routes; any route name (``"dense"``, ``"direct"``, ``"sparse-lu"``,
+        ``"bicgstab-gs"``, ``"gmres-ilu"``, ``"sor"``) runs that route alone.
+    tol : float
+        Target 1-norm residual relative to the largest exit rate (dimensionless).  The
+        dense and direct routes are accepted at ``1e-9`` relative whatever ``tol``
+        (their error is rounding, not truncation).
+    max_iterations : int
+        Iteration cap of each iterative route.
+    time_limit : float, optional
+        Wall-clock seconds the whole solve may use.
+    memory_limit : float
+        Bytes the LU or ILU factors may take, estimated before factorising.
+
+    Returns
+    -------
+    SteadyState
+
+    Raises
+    ------
+    NotErgodicError
+        If the chain has more than one closed class (for example two absorbing
+        states); the error lists the classes.
+    ConvergenceError
+        If no route reached the target; it lists every route tried and the best
+        residual reached.
+    LimitExceededError
+        If ``time_limit`` runs out (limit ``"solve_seconds"``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Q = np.array([[-1.0, 1.0], [2.0, -2.0]])
+    >>> steady_state(Q).probabilities.round(6)
+    array([0.666667, 0.333333])
+    """
+    start = time.perf_counter()
+    if method not in ("auto", "iterative", *_ROUTES):
+        raise ValueError(f"unknown method {method!r}; use 'auto', 'iterative' or one of {_ROUTES}")
+    Q = as_generator(Q)
+    n = Q.shape[0]
+    recurrent = _single_closed_class(Q)
+    sub = Q if len(recurrent) == n else sp.csr_array(Q[recurrent][:, recurrent])
+    m = sub.shape[0]
+    if m == 1:
+        x, attempts = np.ones(1), [SolverAttempt("dense", 0.0)]
+    else:
+        cascade = _Cascade(sub, tol, max_iterations, time_limit, memory_limit, start)
+        x, attempts = cascade.run(method)
+    pi = np.zeros(n)
+    pi[recurrent] = x
+    residual = _residual_of(Q, pi)
+    last = attempts[-1]
+    return SteadyState(
+        pi,
+        residual,
+        last.method,
+        last.iterations,
+        n - m,
+        seconds=time.perf_counter() - start,
+        attempts=tuple(attempts),
+    )
+
+
+def _residual_of(Q: sp.csr_array, pi: NDArray[np.float64]) -> float:
+    # pi Q computed as Q^T pi through the CSR of Q: (Q.T @ pi) without a transposed copy.
+    return float(np.abs(Q.T @ pi).sum())
+
+
+def _single_closed_class(Q: sp.csr_array) -> NDArray[np.intp]:
+    """States of the only closed communicating class; NotErgodicError if there are more."""
+    n = Q.shape[0]
+    if n == 1:
+        return np.arange(1)
+    # Strong components ignore self-loops, so the diagonal needs no removing.
+    n_classes, labels = csgraph.connected_components(Q, directed=True, connection="strong")
+    if n_classes == 1:
+        return np.arange(n)
+    coo = Q.tocoo()
+    moving = (labels[coo.row] != labels[coo.col]) & (coo.data != 0)
+    open_class = np.zeros(n_classes, dtype=bool)
+    open_class[labels[coo.row[moving]]] = True
+    closed = np.flatnonzero(~open_class)
+    order = np.argsort(labels, kind="stable")
+    bounds = np.searchsorted(labels[order], np.arange(n_classes + 1))
+    classes = [order[bounds[c] : bounds[c + 1]] for c in closed]
+    if len(classes) > 1:
+        raise NotErgodicError(classes)
+    return np.sort(classes[0])
+
+
+class _Stopped(Exception):
+    """An iterative route gave up; carries the reason and its last iterate, if any."""
+
+    def __init__(self, note: str, x: NDArray[np.float64] | None = None, iterations: int = 0):
+        super().__init__(note)
+        self.x = x
+        self.iterations = iterations
+
+
+class _Cascade:
+    """Runs the routes in order on an irreducible generator ``sub`` (CSR)."""
+
+    def __init__(
+        self,
+        sub: sp.csr_array,
+        tol: float,
+        max_iterations: int,
+        time_limit: float | None,
+        memory_limit: float,
+        start: float,
+    ) -> None:
+        self.sub = sub
+        self.m = sub.shape[0]
+        self.diag = -sub.diagonal()
+        self.scale = float(self.diag.max())
+        self.target = tol * self.scale
+        self.direct_target = max(self.target, 1e-9 * self.scale)
+        self.max_iterations = max_iterations
+        self.time_limit = time_limit
+        self.memory_limit = memory_limit
+        self.start = start
+        self._At: sp.csr_array | None = None
+        self.best: NDArray[np.float64] | None = None
+        self.best_residual = math.inf
+        self.route_name = ""
+
+    @property
+    def At(self) -> sp.csr_array:
+        """``Q^T`` in CSR (row i holds the rates into state i), built once."""
+        if self._At is None:
+            self._At = sp.csr_array(self.sub.T)
+            self._At.sort_indices()
+        return self._At
+
+    def residual(self, x: NDArray[np.float64]) -> float:
+        return float(np.abs(self.At @ x).sum())
+
+    def check_time(self) -> None:
+        if self.time_limit is not None:
+            spent = time.perf_counter() - self.start
+            if spent > self.time_limit:
+                raise LimitExceededError(
+                    "solve_seconds",
+                    math.ceil(self.time_limit),
+                    math.ceil(spent),
+                    "steady_state",
+                    hint="the time_limit argument of srn.steady_state",
+                )
+
+    # -- route selection ---------------------------------------------------------
+    def plan(self, method: str) -> list[str]:
+        if method == "iterative":
+            return list(_ITERATIVE)
+        if method != "auto":
+            return [method]
+        if self.m <= DENSE_MAX:
+            return ["dense"]
+        routes = []
+        if self.m <= _ORDERED_MAX_STATES:
+            _, bandwidth, envelope = self.rcm()
+            if self.m * bandwidth <= _DIRECT_FILL and self.m * bandwidth**2 <= _DIRECT_FLOPS:
+                routes.append("direct")
+            elif 2 * envelope * _ENTRY_BYTES <= self.memory_limit:
+                routes.append("sparse-lu")
+        return routes + list(_ITERATIVE)
+
+    def run(self, method: str) -> tuple[NDArray[np.float64], list[SolverAttempt]]:
+        attempts: list[SolverAttempt] = []
+        for route in self.plan(method):
+            self.check_time()
+            began = time.perf_counter()
+            iterations, note, x = 0, "", None
+            self.route_name = route
+            try:
+                x, iterations = getattr(self, "_" + route.replace("-", "_"))()
+            except _Stopped as stop:
+                note, x, iterations = str(stop), stop.x, stop.iterations
+            except MemoryError:
+                note = "out of memory"
+            residual = math.inf
+            if x is not None and _usable(x):
+                x = np.clip(x, 0.0, None)
+                x /= x.sum()
+                residual = self.residual(x)
+                if residual < self.best_residual:
+                    self.best, self.best_residual = x, residual
+            elif x is not None:
+                note = note or "no usable vector (overflow)"
+            attempts.append(
+                SolverAttempt(
+                    self.route_name, residual, iterations, time.perf_counter() - began, note
+                )
+            )
+            accept = self.direct_target if route in ("dense", "direct", "sparse-lu") else None
+            if x is not None and residual <= (accept or self.target):
+                return x, attempts
+        raise ConvergenceError(attempts, self.target)
+
+    # -- orderings -----------------------------------------------------------------
+    _rcm: tuple[NDArray[np.intp], int, int] | None = None
+
+    def rcm(self) -> tuple[NDArray[np.intp], int, int]:
+        """Reverse Cuthill-McKee order, its bandwidth and its envelope (lower profile)."""
+        if self._rcm is None:
+            pattern = sp.csr_array(abs(self.sub) + abs(self.sub.T))
+            order = csgraph.reverse_cuthill_mckee(pattern, symmetric_mode=True).astype(np.intp)
+            rank = np.empty_like(order)
+            rank[order] = np.arange(len(order))
+            coo = pattern.tocoo()
+            r, c = rank[coo.row], rank[coo.col]
+            first = np.arange(self.m)
+            np.minimum.at(first, r, c)
+            envelope = int((np.arange(self.m) - first).sum())
+            self._rcm = (order, int(np.abs(r - c).max(initial=0)), envelope)
+        return self._rcm
+
+    # -- direct routes -------------------------------------------------------------
+    def _dense(self) -> tuple[NDArray[np.float64], int]:
+        return _grassmann_taksar_heyman(self.sub.toarray()), 0
+
+    def _direct(self) -> tuple[NDArray[np.float64], int]:
+        """GTH elimination in the banded reverse Cuthill-McKee order (no subtraction)."""
+        from ._kernels import banded_gth
+
+        order, width, _ = self.rcm()
+        rank = np.empty_like(order)
+        rank[order] = np.arange(self.m)
+        coo = self.sub.tocoo()
+        off = coo.row != coo.col
+        r, c = rank[coo.row[off]], rank[coo.col[off]]
+        band = np.zeros((self.m, 2 * width + 1))
+        np.add.at(band, (r, width + c - r), coo.data[off])
+        y = banded_gth(band, width)
+        x = np.empty(self.m)
+        x[order] = y
+        return x, 0
+
+    def _pinned_system(self, pin: int) -> tuple[sp.csc_array, NDArray[np.float64]]:
+        """``B y = c``: the balance equations with state ``pin`` fixed at 1 and removed."""
+        keep = np.ones(self.m, dtype=bool)
+        keep[pin] = False
+        rows = sp.csr_array(self.At[keep])
+        B = sp.csc_array(rows[:, keep])
+        c = -rows[:, [pin]].toarray().ravel()
+        return B, c
+
+    def _pin(self) -> int:
+        """The state to pin at 1: the most probable one found so far, else the slowest."""
+        if self.best is not None:
+            return int(np.argmax(self.best))
+        return int(np.argmin(self.diag))
+
+    def _solve_pinned(
+        self, solve: Callable[[sp.csc_array, NDArray[np.float64]], tuple[Any, int]]
+    ) -> tuple[NDArray[np.float64], int]:
+        pin = self._pin()
+        B, c = self._pinned_system(pin)
+        y, iterations = solve(B, c)
+        x = np.empty(self.m)
+        x[np.arange(self.m) != pin] = y
+        x[pin] = 1.0
+        return x, iterations
+
+    def _sparse_lu(self) -> tuple[NDArray[np.float64], int]:
+        def factor(B: sp.csc_array, c: NDArray[np.float64]) -> tuple[Any, int]:
+            # Columns of Q^T are diagonally dominant: no pivoting needed, and none keeps
+            # the minimum-degree order's fill.
+            lu = spla.splu(B, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0)
+            y = lu.solve(c)
+            # Two steps of iterative refinement recover digits lost to growth.
+            for _ in range(2):
+                y = y + lu.solve(c - B @ y)
+            return y, 0
+
+        return self._solve_pinned(factor)
+
+    # -- iterative routes ----------------------------------------------------------
+    def _monitor(self, label: str, window: int = _STALL_WINDOW) -> Callable[[Any], None]:
+        """A callback that enforces the time and iteration limits and detects stagnation.
+
+        Stagnation: the residual has not halved over ``window`` iterations.
+        """
+        state = {"count": 0, "best": math.inf, "since": 0}
+
+        def watch(x: Any) -> None:
+            state["count"] += 1
+            count = state["count"]
+            self.check_time()
+            if count > self.max_iterations:
+                raise _Stopped(f"{label}: max_iterations={self.max_iterations} reached")
+            if x is not None and count % _CHECK_EVERY == 0:
+                r = self.residual_of_unnormalised(x)
+                if r < state["best"] / 2:
+                    state["best"], state["since"] = r, count
+                elif count - state["since"] > window:
+                    raise _Stopped(f"{label}: residual stagnated near {state['best']:.3g}")
+
+        watch.state = state  # type: ignore[attr-defined]
+        return watch
+
+    def residual_of_unnormalised(self, x: NDArray[np.float64]) -> float:
+        x = np.clip(np.asarray(x, dtype=float).ravel(), 0.0, None)
+        total = float(x.sum())
+        if not math.isfinite(total) or total <= 0:
+            return math.inf
+        return self.residual(x / total)
+
+    def _bicgstab_gs(self) -> tuple[NDArray[np.float64], int]:
+        """BiCGSTAB with a Gauss-Seidel preconditioner; GMRES(50) after a breakdown.
+
+        One state is pinned to 1 and its equation replaced by that identity, which
+        makes the system nonsingular without deleting a row and column of ``Q^T``.
+        """
+        from ._kernels import lower_solve
+
+        At, n = self.At, self.m
+        fixed = self._pin()
+        b = np.zeros(n)
+        b[fixed] = 1.0
+        minus_diag = -self.diag
+
+        def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
+            y = At @ x
+            y[fixed] = x[fixed]
+            return np.asarray(y)
+
+        def precondition(r: NDArray[np.float64]) -> NDArray[np.float64]:
+            r = np.ascontiguousarray(r, dtype=np.float64).ravel()
+            return np.asarray(
+                lower_solve(At.indptr, At.indices, At.data, minus_diag, r, fixed, 1.0)
+            )
+
+        A = spla.LinearOperator((n, n), matvec=matvec, dtype=np.float64)
+        M = spla.LinearOperator((n, n), matvec=precondition, dtype=np.float64)
+        watch = self._monitor("bicgstab-gs")
+        # BiCGSTAB's shadow residual is its first residual; b itself would be a unit
+        # vector that the preconditioned iteration annihilates: start from uniform.
+        x = np.ones(n)
+        for attempt in range(2):
+            x, _ = spla.bicgstab(
+                A,
+                b,
+                x0=x,
+                M=M,
+                rtol=self.target / self.scale * 10.0**-attempt,
+                atol=0.0,
+                callback=watch,
+            )
+            if _usable(x) and self.residual_of_unnormalised(x) <= self.target:
+                return x, watch.state["count"]  # type: ignore[attr-defined]
+            if not _usable(x):
+                x = np.ones(n)
+        # GMRES cannot break down; it restarts from zero, because a BiCGSTAB breakdown
+        # can leave x where the Krylov space is poor.
+        gm = self._monitor("gmres-gs")
+        self.route_name = "gmres-gs"
+        x, _ = spla.gmres(
+            A,
+            b,
+            x0=None,
+            M=M,
+            rtol=self.target / self.scale * 1e-2,
+            atol=0.0,
+            restart=50,
+            callback=lambda _: gm(None),
+            callback_type="pr_norm",
+        )
+        return x, watch.state["count"] + gm.state["count"]  # type: ignore[attr-defined]
+
+    def _gmres_ilu(self) -> tuple[NDArray[np.float64], int]:
+        # Fill cap: what the memory budget allows, at most 20 times the matrix.
+        nnz = self.At.nnz
+        fill_factor = min(20.0, self.memory_limit / max(1, nnz * _ENTRY_BYTES))
+        if fill_factor < 1.0:
+            raise _Stopped(
+                "gmres-ilu: the ILU factors would not fit in "
+                f"memory_limit={self.memory_limit:.3g} bytes"
+            )
+        count = {"n": 0}
+
+        def solve(B: sp.csc_array, c: NDArray[np.float64]) -> tuple[Any, int]:
+            ilu = spla.spilu(
+                B,
+                drop_tol=1e-6,
+                fill_factor=fill_factor,
+                permc_spec="MMD_AT_PLUS_A",
+                diag_pivot_thresh=0.0,
+            )
+            M = spla.LinearOperator(B.shape, matvec=ilu.solve, dtype=np.float64)
+            watch = self._monitor("gmres-ilu")
+            y, _ = spla.gmres(
+                B,
+                c,
+                M=M,
+                rtol=1e-15,
+                atol=0.0,
+                restart=50,
+                callback=lambda _: watch(None),
+                callback_type="pr_norm",
+            )
+            count["n"] = watch.state["count"]  # type: ignore[attr-defined]
+            return y, count["n"]
+
+        return self._solve_pinned(solve)
+
+    def _sor(self) -> tuple[NDArray[np.float64], int]:
+        """Gauss-Seidel sweeps (SOR with omega = 1) on ``pi Q = 0``, normalised each sweep."""
+        from ._kernels import sor_sweep
+
+        At = self.At
+        x = self.best.copy() if self.best is not None else np.full(self.m, 1.0 / self.m)
+        # Sweeps converge linearly, often slowly: allow a long plateau before giving up.
+        watch = self._monitor("sor", window=20 * _STALL_WINDOW)
+        iterations = 0
+        while True:
+            sor_sweep(At.indptr, At.indices, At.data, self.diag, x, 1.0)
+            x /= x.sum()
+            iterations += 1
+            if iterations % _CHECK_EVERY == 0 and self.residual(x) <= self.target:
+                return x, iterations
+            try:
+                watch(x)
+            except _Stopped as stop:
+                raise _Stopped(str(stop), x, iterations) from None
+
+
+def _grassmann_taksar_heyman(Q: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Stationary vector of a small irreducible generator by GTH elimination.
+
+    States are censored out from the last: the rates of state k are redistributed to
+    the states below it in proportion to where k goes next, and the normaliser is the
+    *sum* of k's rates to them rather than ``-Q[k, k]``.  Every operation adds or
+    multiplies positive numbers, so even probabilities many orders of magnitude below
+    the largest keep full relative accuracy (Grassmann, Taksar and Heyman, Operations
+    Research 33(5), 1985).  O(n^3), for the few hundred states the dense path takes.
+    """
+    A = np.array(Q, dtype=np.float64)
+    np.fill_diagonal(A, 0.0)
+    n = A.shape[0]
+    for k in range(n - 1, 0, -1):
+        leave = A[k, :k].sum()
+        A[:k, k] /= leave
+        A[:k, :k] += np.outer(A[:k, k], A[k, :k])
+    x = np.zeros(n)
+    x[0] = 1.0
+    for k in range(1, n):
+        x[k] = x[:k] @ A[:k, k]
+    return x
+
+
+def _usable(x: NDArray[np.float64]) -> bool:
+    """Whether an unnormalised solution can be normalised (finite, with a finite sum)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(np.clip(x, 0.0, None).sum())
+    return bool(np.isfinite(x).all()) and math.isfinite(total) and total > 0.0
