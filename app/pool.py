@@ -61,6 +61,10 @@ def _memory_problem(limit: int, actual: float | None = None) -> ProblemError:
     )
 
 
+# Address space kept free above the job's allowance for libraries loaded lazily (bytes).
+_ADDRESS_SPACE_SLACK = 1_500_000_000
+
+
 def _bound_worker(memory_bytes: int | None, blas_threads: int | None) -> int | None:
     """Apply the per-process bounds in a fresh worker; returns the address-space cap."""
     cap = None
@@ -72,8 +76,10 @@ def _bound_worker(memory_bytes: int | None, blas_threads: int | None) -> int | N
         import resource
 
         # The libraries map far more address space than they touch (thread stacks, JIT
-        # arenas), so the cap is what is mapped now plus the job's allowance.
-        cap = _virtual_bytes() + memory_bytes
+        # arenas, Numba and LLVM loaded on first use), so the cap is what is mapped now plus
+        # the job's allowance plus room for those; the parent's watch of the resident
+        # memory enforces the allowance itself.
+        cap = _virtual_bytes() + memory_bytes + _ADDRESS_SPACE_SLACK
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     return cap

@@ -143,7 +143,9 @@ def test_sigterm_during_a_long_solve_exits_within_the_bound(where: str) -> None:
             "BLASTRATE_INPROCESS_MAX_WORK": "1e30",
             "BLASTRATE_INPROCESS_MAX_SECONDS": "120",
             "BLASTRATE_INPROCESS_MAX_MEMORY_BYTES": "8000000000",
-            "BLASTRATE_INPROCESS_MAX_STATES": "2000",
+            # In-process vanishing limit 50x the state limit: above the net's 2^20.
+            "BLASTRATE_INPROCESS_MAX_STATES": "100000",
+            "BLASTRATE_MAX_STATES": "100000",
         }
         body: dict[str, Any] = {"net": explosive_net(20)}
     else:

@@ -115,18 +115,19 @@ def test_an_explosive_net_goes_to_the_pool_before_any_work(make_client: Any) -> 
 
 
 def test_in_process_work_that_overruns_moves_to_the_pool(make_client: Any, problem_of: Any) -> None:
-    # The estimate is told everything is cheap, so the 2^16-marking exploration starts in
+    # The estimate is told everything is cheap, so the 2^20-marking exploration starts in
     # the server process; its wall-time bound stops it there after 0.3 s and the pool's
     # limit (1.5 s) ends it.  Without the bound it runs for seconds in the server.
     client = make_client(
-        inprocess_max_states=2_000,
+        inprocess_max_states=100_000,  # in-process vanishing limit 50x that: above 2^20
+        max_states=100_000,
         inprocess_max_work=1e30,
         inprocess_max_seconds=0.3,
         solve_timeout_s=1.5,
     )
     client.app.state.service.pool.start()
     start = time.perf_counter()
-    r = client.post("/srn/solve", json={"net": explosive_net(16)})
+    r = client.post("/srn/solve", json={"net": explosive_net(20)})
     elapsed = time.perf_counter() - start
     error = problem_of(r, 422)["errors"][0]
     assert (error["limit"], error["allowed"]) == ("solve_timeout_s", 1.5)
