@@ -35,7 +35,7 @@ from .problems import (
     problem_from_exception,
     status_phrase,
 )
-from .routes import health, planning, problem_types
+from .routes import health, page, planning, plots, problem_types, sweeps, what_if
 from .routes.jobs import JobService
 from .settings import Settings
 from .shutdown import BoundedShutdown
@@ -64,6 +64,7 @@ the RBUDP sending rate that minimises the transfer time, given the host's worklo
 TAGS = [
     {"name": "bottleneck", "description": "The whole method, for transfer tools."},
     {"name": "planning", "description": "Building blocks, for capacity planners."},
+    {"name": "plots", "description": "Figures as SVG or PNG, for planners."},
     {"name": "profiles", "description": "Named host profiles: built-in and stored."},
     {"name": "host", "description": "The live probe of the host running the service."},
     {"name": "health", "description": "Liveness, readiness, metrics."},
@@ -374,6 +375,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         host.router,
         planning.router,
         job_routes.router,
+        sweeps.router,
+        what_if.router,
+        plots.router,
+        page.router,
         health.router,
         problem_types.router,
     ):

@@ -196,6 +196,41 @@ class Settings(BaseSettings):
     max_curve_points: int = Field(
         default=5_000, ge=2, description="Points of a T(B_send) curve or of a CDF grid."
     )
+    # -- planning: sweeps, what-if, plots -------------------------------------------------
+    sweep_max_points: int = Field(
+        default=10_000, ge=1, description="Points of one sweep (the product of its axes)."
+    )
+    sweep_inline_points: int = Field(
+        default=64,
+        ge=0,
+        description="Sweeps up to this many points run in a thread of the service; larger "
+        "ones on a process pool (or the Dask cluster).",
+    )
+    sweep_workers: int = Field(
+        default=2, ge=1, le=256, description="Local worker processes of one large sweep."
+    )
+    sweep_cluster: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Dask scheduler address (tcp://HOST:8786) that runs large sweeps; "
+        "unset: a local process pool.",
+    )
+    sweep_connect_timeout_s: float = Field(
+        default=10.0, gt=0, description="Wall time to connect to the Dask scheduler (s)."
+    )
+    sweep_timeout_s: float = Field(
+        default=300.0, gt=0, description="Wall time one sweep may take (s)."
+    )
+    planning_max_buffer_packets: int = Field(
+        default=8_192,
+        ge=1,
+        description="Largest NIC ring K (packets) a sweep, what-if or plot may use: the "
+        "queue's cost grows like K^2.",
+    )
+    plot_max_points: int = Field(
+        default=200, ge=1, description="Points (model solves) behind one sweep plot."
+    )
+    plot_cache_entries: int = Field(default=256, ge=0, description="Rendered plots kept in memory.")
     # -- cache ---------------------------------------------------------------------------
     cache_entries: int = Field(default=4_096, ge=0, description="Results kept in the LRU cache.")
     cache_bytes: int = Field(

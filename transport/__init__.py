@@ -40,16 +40,19 @@ rounds = ceil(N_resend) + 1, loss >= 1 never completes (``completes`` False, ``N
 ``to_dict()``), and the search is a deterministic global scan plus refinement to 0.1 Mbps.
 """
 
-from .bottleneck import BottleneckRate, LossFunction, TransferCurve, effective_bottleneck_rate
+from .bottleneck import MAX_CURVE_POINTS, BottleneckRate, LossFunction, effective_bottleneck_rate
 from .control import ControlError
+from .curve import TransferCurve
 from .errors import NoCompletingRateError, TransportParameterError
 from .pipeline import NicService, PipelineResult, workload_bottleneck_rate
 from .rbudp import (
     DEFAULT_HEADER_BYTES,
     DEFAULT_PACKET_PAYLOAD_BYTES,
+    TransferTerms,
     TransferTime,
     total_size_bytes,
     transfer_time,
+    transfer_time_terms,
 )
 from .receiver import (
     DeterministicDrop,
@@ -66,6 +69,7 @@ __all__ = [
     "DEFAULT_HEADER_BYTES",
     "DEFAULT_PACKET_PAYLOAD_BYTES",
     "HEADER_BYTES",
+    "MAX_CURVE_POINTS",
     "BottleneckRate",
     "ControlError",
     "DatagramCodec",
@@ -82,6 +86,7 @@ __all__ = [
     "SendError",
     "SendReport",
     "TransferCurve",
+    "TransferTerms",
     "TransferTime",
     "TransportParameterError",
     "WireError",
@@ -90,5 +95,6 @@ __all__ = [
     "send_file",
     "total_size_bytes",
     "transfer_time",
+    "transfer_time_terms",
     "workload_bottleneck_rate",
 ]

@@ -40,24 +40,30 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _validation as check
+from .curve import TransferCurve
 from .errors import NoCompletingRateError, TransportParameterError
 from .rbudp import (
     DEFAULT_HEADER_BYTES,
     DEFAULT_PACKET_PAYLOAD_BYTES,
-    _evaluate,
-    _json_array,
-    _Terms,
+    TransferTerms,
     total_size_bytes,
+    transfer_time_terms,
 )
 
-__all__ = ["BottleneckRate", "LossFunction", "TransferCurve", "effective_bottleneck_rate"]
+__all__ = [
+    "MAX_CURVE_POINTS",
+    "BottleneckRate",
+    "LossFunction",
+    "TransferCurve",
+    "effective_bottleneck_rate",
+]
 
 #: A vectorised loss model: sending rates (bit/s, 1-D float array) -> loss probabilities.
 LossFunction = Callable[[NDArray[np.float64]], ArrayLike]
@@ -86,47 +92,8 @@ _MAX_PASSES = 64
 _CACHED_CURVE_POINTS = 2_000
 # Where the new rates sit inside a split cell, as fractions of its width.
 _SPLIT_AT = np.arange(1, _SPLIT) / _SPLIT
-_MAX_CURVE_POINTS = 100_000
-
-
-@dataclass(frozen=True)
-class TransferCurve:
-    """T(B_send) on a grid, for plotting.  All arrays are read-only, shape (n,).
-
-    Attributes
-    ----------
-    send_rate_bps : ndarray
-        Sending rates ``line_rate * k / n``, k = 1..n (bit/s), ascending.
-    total_s : ndarray
-        Transfer time T (s); ``+inf`` where ``completes`` is False (None in
-        :meth:`to_dict`).
-    loss : ndarray
-        Loss probability returned by the loss function at each rate (dimensionless).
-    completes : ndarray of bool
-        True where the loss is below 1, i.e. the transfer finishes.
-    """
-
-    send_rate_bps: NDArray[np.float64]
-    total_s: NDArray[np.float64]
-    loss: NDArray[np.float64]
-    completes: NDArray[np.bool_]
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, np.ndarray):
-                value.flags.writeable = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form: lists, ``None`` for the time where the transfer never
-        completes (and for an infinite loss); no infinity or NaN."""
-        everywhere = np.ones(self.completes.shape, dtype=bool)
-        return {
-            "send_rate_bps": _json_array(self.send_rate_bps, everywhere),
-            "total_s": _json_array(self.total_s, self.completes),
-            "loss": _json_array(self.loss, everywhere),
-            "completes": self.completes.tolist(),
-        }
+#: Most points a curve T(B_send) may have (points).
+MAX_CURVE_POINTS = 100_000
 
 
 @dataclass(frozen=True)
@@ -389,7 +356,7 @@ def effective_bottleneck_rate(
     payload = check.whole_number(packet_payload_bytes, "packet_payload_bytes", minimum=1)
     header = check.whole_number(header_bytes, "header_bytes", minimum=0)
     n_curve = check.whole_number(
-        curve_points, "curve_points", minimum=2, maximum=_MAX_CURVE_POINTS, unit="points"
+        curve_points, "curve_points", minimum=2, maximum=MAX_CURVE_POINTS, unit="points"
     )
     total_bytes = float(total_size_bytes(size, packet_payload_bytes=payload, header_bytes=header))
     resolution = max(
@@ -404,14 +371,14 @@ def effective_bottleneck_rate(
     ) -> tuple[Any, NDArray[np.float64]]:
         """T at the new points, and the bounds of the new cells, in one formula call."""
         n = rates.size
-        terms = _evaluate(
+        terms = transfer_time_terms(
             np.concatenate((rates, bound_at[0].ravel())),
             np.concatenate((values, bound_at[1].ravel())),
             total_bytes,
             float(payload),
             delay,
         )
-        return _Terms._make(a[:n] for a in terms), terms.total_s[n:]
+        return TransferTerms._make(a[:n] for a in terms), terms.total_s[n:]
 
     # 1. Coarse scan, the plotting grid included (one loss call).  Rate 0 heads the
     #    arrays below as a cell end that is never evaluated: T is +inf there, and the

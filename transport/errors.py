@@ -8,10 +8,7 @@ the HTTP layer can point at the field without parsing the message.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # only for the annotation: the curve type lives in bottleneck.py
-    from .bottleneck import TransferCurve
+from .curve import TransferCurve
 
 __all__ = ["NoCompletingRateError", "TransportParameterError"]
 

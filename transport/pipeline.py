@@ -33,7 +33,7 @@ import queues
 from host import HostProfile, InterruptServiceTime, Workload, interrupt_service_time
 
 from . import _validation as check
-from .bottleneck import _MAX_CURVE_POINTS, BottleneckRate, effective_bottleneck_rate
+from .bottleneck import MAX_CURVE_POINTS, BottleneckRate, effective_bottleneck_rate
 from .errors import TransportParameterError
 
 __all__ = ["NicService", "PipelineResult", "workload_bottleneck_rate"]
@@ -240,7 +240,7 @@ def workload_bottleneck_rate(
     size = check.whole_number(file_size_bytes, "file_size_bytes", minimum=1)
     delay = check.positive_real(propagation_delay_s, "propagation_delay_s", "s")
     points = check.whole_number(
-        curve_points, "curve_points", minimum=2, maximum=_MAX_CURVE_POINTS, unit="points"
+        curve_points, "curve_points", minimum=2, maximum=MAX_CURVE_POINTS, unit="points"
     )
 
     service = interrupt_service_time(workload, profile, times=service_time_grid)

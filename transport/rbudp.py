@@ -37,14 +37,17 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _validation as check
+from ._json import json_array
 from .errors import TransportParameterError
 
 __all__ = [
     "DEFAULT_HEADER_BYTES",
     "DEFAULT_PACKET_PAYLOAD_BYTES",
+    "TransferTerms",
     "TransferTime",
     "total_size_bytes",
     "transfer_time",
+    "transfer_time_terms",
 ]
 
 #: Payload per packet S_pkt (bytes): a 1500-byte Ethernet MTU minus 32 bytes of UDP/IP.
@@ -60,8 +63,22 @@ DEFAULT_HEADER_BYTES = 32
 _CEIL_RELATIVE_SLACK = 1e-12
 
 
-class _Terms(NamedTuple):
-    """The formula's pieces, all float arrays of the broadcast shape (internal)."""
+class TransferTerms(NamedTuple):
+    """The pieces of T from :func:`transfer_time_terms`: 1-D arrays, one entry per rate.
+
+    Attributes
+    ----------
+    first_blast_s, resend_s, feedback_s : ndarray
+        The three terms of T (s); see :class:`TransferTime`.
+    total_s : ndarray
+        T (s); ``+inf`` where ``completes`` is False.
+    n_resend : ndarray
+        ``N_resend`` (resend rounds, real-valued); ``+inf`` where the transfer never ends.
+    rounds : ndarray
+        ``ceil(N_resend) + 1`` as floats (whole numbers, or ``+inf``).
+    completes : ndarray of bool
+        True where the loss is below 1.
+    """
 
     first_blast_s: NDArray[np.float64]
     resend_s: NDArray[np.float64]
@@ -72,14 +89,44 @@ class _Terms(NamedTuple):
     completes: NDArray[np.bool_]
 
 
-def _evaluate(
+def transfer_time_terms(
     rate_bps: NDArray[np.float64],
     loss: NDArray[np.float64],
     total_bytes: float,
     payload_bytes: float,
     delay_s: float,
-) -> _Terms:
-    """Evaluate T for validated 1-D arrays of equal length (no checks: the search's hot path)."""
+) -> TransferTerms:
+    """T and its terms for already validated 1-D arrays: the search's hot path.
+
+    :func:`transfer_time` is the checked entry point; this one trusts its caller (a
+    search that calls it thousands of times with arrays it built itself) and does no
+    validation at all.
+
+    Parameters
+    ----------
+    rate_bps : ndarray
+        Sending rates B_send (bit/s), finite and > 0, 1-D.
+    loss : ndarray
+        Loss probability at each rate (dimensionless), >= 0 and not NaN, same shape.
+    total_bytes : float
+        S, payload plus overhead (bytes), from :func:`total_size_bytes`.
+    payload_bytes : float
+        S_pkt (bytes), >= 1.
+    delay_s : float
+        One-way propagation delay T_prop (s), > 0.
+
+    Returns
+    -------
+    TransferTerms
+        Fresh arrays (never views of the inputs) of the same shape as ``rate_bps``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = transfer_time_terms(np.array([1e9]), np.array([0.0]), 1.5e6, 1468.0, 0.1)
+    >>> t.rounds.tolist(), t.completes.tolist()
+    ([1.0], [True])
+    """
     byte_rate = rate_bps / 8.0
     completes = loss < 1.0
     lossy = (loss > 0.0) & completes
@@ -114,7 +161,7 @@ def _evaluate(
         # serialise these entries as None.
         for arr in (resend, feedback, total, n_resend, rounds):
             arr[never] = np.inf
-    return _Terms(first_blast, resend, feedback, total, n_resend, rounds, completes)
+    return TransferTerms(first_blast, resend, feedback, total, n_resend, rounds, completes)
 
 
 def total_size_bytes(
@@ -168,19 +215,6 @@ def total_size_bytes(
             f"payload plus overhead is {total} bytes, above the supported {check.MAX_BYTES}",
         )
     return total
-
-
-def _json_array(values: NDArray[Any], valid: NDArray[np.bool_], *, integer: bool = False) -> Any:
-    """Nested lists (or a scalar for 0-d) with None where ``valid`` is False."""
-    obj = np.empty(values.shape, dtype=object)
-    finite = valid & np.isfinite(values)
-    if integer:
-        # int() of each entry: whole-number floats become JSON integers.
-        obj[finite] = [int(v) for v in values[finite]]
-    else:
-        obj[finite] = values[finite].tolist()
-    obj[~finite] = None
-    return obj.tolist()
 
 
 @dataclass(frozen=True)
@@ -254,15 +288,15 @@ class TransferTime:
         NaN anywhere."""
         everywhere = np.ones(self.completes.shape, dtype=bool)
         return {
-            "send_rate_bps": _json_array(self.send_rate_bps, everywhere),
-            "loss": _json_array(self.loss, everywhere),
+            "send_rate_bps": json_array(self.send_rate_bps, everywhere),
+            "loss": json_array(self.loss, everywhere),
             "completes": self.completes.tolist(),
-            "total_s": _json_array(self.total_s, self.completes),
-            "first_blast_s": _json_array(self.first_blast_s, everywhere),
-            "resend_s": _json_array(self.resend_s, self.completes),
-            "feedback_s": _json_array(self.feedback_s, self.completes),
-            "n_resend": _json_array(self.n_resend, self.completes),
-            "rounds": _json_array(self.rounds, self.completes, integer=True),
+            "total_s": json_array(self.total_s, self.completes),
+            "first_blast_s": json_array(self.first_blast_s, everywhere),
+            "resend_s": json_array(self.resend_s, self.completes),
+            "feedback_s": json_array(self.feedback_s, self.completes),
+            "n_resend": json_array(self.n_resend, self.completes),
+            "rounds": json_array(self.rounds, self.completes, integer=True),
             "total_bytes": self.total_bytes,
             "file_size_bytes": self.file_size_bytes,
             "packet_payload_bytes": self.packet_payload_bytes,
@@ -344,7 +378,7 @@ def transfer_time(
     # which cannot be masked in place, and broadcast views are read-only.
     flat_rate = rate_b.ravel().copy()
     flat_loss = loss_b.ravel().copy()
-    terms = _evaluate(flat_rate, flat_loss, float(total_bytes), float(payload), delay)
+    terms = transfer_time_terms(flat_rate, flat_loss, float(total_bytes), float(payload), delay)
     return TransferTime(
         send_rate_bps=flat_rate.reshape(shape),
         loss=flat_loss.reshape(shape),

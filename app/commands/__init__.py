@@ -12,6 +12,8 @@ Commands::
     blastrate calibrate --name myhost                            # measure this host's rates
     blastrate receive --port 9000 --output DIR                   # RBUDP receiver
     blastrate send FILE --to HOST:9000 --rate auto               # RBUDP sender
+    blastrate sweep --io-tasks 0..20 --cores 1,2,4 --plot s.svg  # capacity planning
+    blastrate what-if -C 2 -I 1 --file-size 500MB --delay 100ms  # ranked upgrades
 
 Conventions every command follows (the helpers live in :mod:`app.commands.common`,
 :mod:`app.commands.remote` and :mod:`app.commands.local`):
@@ -72,6 +74,7 @@ from .common import (
 from .curve import curve
 from .host import probe
 from .host_calibrate import calibrate
+from .planning import sweep, what_if_command
 from .profiles import profiles
 from .rate import rate
 from .serve import serve
@@ -202,3 +205,5 @@ main.add_command(probe)
 main.add_command(calibrate)
 main.add_command(send)
 main.add_command(receive)
+main.add_command(sweep)
+main.add_command(what_if_command)

@@ -239,8 +239,8 @@ def resolve_format(
     Raises
     ------
     CliError
-        For a suffix no format writes (say ``.png``, until plots exist), or options that
-        disagree.
+        For a suffix no table format writes (say ``.png``: figures go to ``--plot``), or
+        options that disagree.
     """
     allowed = list(formats)
     if as_json:
@@ -252,8 +252,8 @@ def resolve_format(
     suffix = Path(output).suffix.lower()
     if suffix in _IMAGE_SUFFIXES:
         raise CliError(
-            f"--output: cannot write {suffix}: plots are not available yet; "
-            "use .csv, .json or .txt",
+            f"--output: cannot write {suffix}: --output writes tables (.csv, .json or "
+            ".txt); draw a figure with --plot FILE.svg or FILE.png",
             EXIT_USAGE,
         )
     inferred = _SUFFIX_FORMATS.get(suffix)

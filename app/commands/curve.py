@@ -19,6 +19,7 @@ from .common import (
     write_output,
 )
 from .method import bottleneck, method_options
+from .planning import curve_plot_option, write_curve_plot
 
 __all__ = ["CURVE_FORMATS", "curve"]
 
@@ -87,18 +88,29 @@ def _table(body: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     type=click.Choice(CURVE_FORMATS),
     help="Output format (default: from the suffix of --output, else table).",
 )
+@curve_plot_option
 @json_option
-def curve(points: int, output: str | None, fmt: str | None, as_json: bool, **args: Any) -> None:
+def curve(
+    points: int,
+    output: str | None,
+    fmt: str | None,
+    as_json: bool,
+    plot: str | None,
+    **args: Any,
+) -> None:
     """The transfer-time curve T(B_send) and its minimum.
 
     \b
     Examples:
       blastrate curve -C 2 -I 1 --file-size 500MB --delay 100ms --points 5
       blastrate curve -C 2 -I 1 --file-size 500MB --delay 100ms -o curve.csv
+      blastrate curve -C 2 -I 1 --file-size 500MB --delay 100ms --plot curve.svg
     """
     if not 2 <= points <= _MAX_POINTS:
         raise CliError(f"--points: must lie in 2..{_MAX_POINTS}, got {points}", EXIT_USAGE)
     chosen = resolve_format(fmt, as_json, output, CURVE_FORMATS)
+    if plot is not None and not plot.lower().endswith((".svg", ".png")):
+        raise CliError(f"--plot: the file must end in .svg or .png, got {plot!r}", EXIT_USAGE)
     body = bottleneck(args, {"curve_points": points, "include_curve": True}, "computing the curve")
     rows = _rows(body)
     if chosen == "json":
@@ -114,4 +126,6 @@ def curve(points: int, output: str | None, fmt: str | None, as_json: bool, **arg
         text = _csv(rows)
     else:
         text = _table(body, rows)
+    if plot is not None:
+        write_curve_plot(body, plot)
     write_output(text, output, what=f"{len(rows)} points")

@@ -32,6 +32,11 @@ APP = create_app(
         max_queue_cells=200_000,
         probe_enabled=False,
         database_url="sqlite://",  # jobs in memory, never in the user's data directory
+        # Planning: small sweeps and plots, computed in the request's threads.
+        sweep_max_points=12,
+        sweep_inline_points=12,
+        planning_max_buffer_packets=128,
+        plot_max_points=12,
     )
 )
 schema = schemathesis.openapi.from_path(CONTRACT_PATH)

@@ -15,6 +15,8 @@ REQUEST_BODIES = {
     "solve_srn",
     "put_profile",
     "submit_srn_job",
+    "run_sweep",
+    "what_if",
 }
 
 
@@ -53,6 +55,13 @@ def test_operation_ids_are_stable_and_unique() -> None:
         "get_readiness",
         "get_metrics",
         "get_problem_type",
+        "run_sweep",
+        "what_if",
+        "plot_transfer_time",
+        "plot_loss",
+        "plot_service_time_cdf",
+        "plot_bottleneck_rate_grid",
+        "plot_sweep",
     }
 
 

@@ -48,7 +48,7 @@ def test_curve_json_flag_matches_format_json() -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["-o", "x.png"], "--output: cannot write .png: plots are not available yet"),
+        (["-o", "x.png"], "--output: cannot write .png: --output writes tables"),
         (["-o", "x.png", "--format", "csv"], "--output: cannot write .png"),
         (["-o", "x.dat"], "--output: cannot write .dat; use one of .csv, .json, .txt"),
         (["-o", "x.csv", "--format", "json"], "--output: the suffix .csv says csv"),

@@ -1,0 +1,295 @@
+"""One point of a plan: the inputs of ``GET /bottleneck-rate`` in, the headline results out.
+
+A point is a flat mapping named exactly as ``GET /bottleneck-rate`` names its query
+parameters, with values in SI units (``file_size`` in bytes, ``propagation_delay`` in s,
+``line_rate`` in bit/s, ``packet_payload`` in bytes), so a sweep's record can be pasted
+back into a query string.  :func:`resolve_point` fills in the defaults and the profile's
+values and validates everything without solving; :func:`evaluate_point` solves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import queues
+import transport
+from host import DEFAULT_PROFILE, HostProfile, Workload, WorkloadError, host_profile
+
+from .errors import PlanningError
+
+__all__ = [
+    "INPUT_FIELDS",
+    "RESULT_FIELDS",
+    "evaluate_point",
+    "evaluate_points",
+    "input_name",
+    "point_objects",
+    "resolve_point",
+    "solve_point",
+]
+
+#: Every input of a point: its name in ``GET /bottleneck-rate`` -> its kind
+#: (``int``, ``float``, ``size`` in bytes, ``bitrate`` in bit/s, ``duration`` in s,
+#: ``name``).
+INPUT_FIELDS: dict[str, str] = {
+    "cpu_tasks": "int",
+    "io_tasks": "int",
+    "cores": "int",
+    "disks": "int",
+    "profile": "name",
+    "mu_io_cpu": "float",
+    "mu_disk": "float",
+    "mu_net": "float",
+    "buffer_packets": "int",
+    "coalesce_packets": "int",
+    "line_rate": "bitrate",
+    "packet_payload": "size",
+    "file_size": "size",
+    "propagation_delay": "duration",
+    "nic_service": "name",
+}
+
+#: The results of a point, beside its inputs: bit/s, s, probability, 1/s, text, count.
+RESULT_FIELDS = (
+    "effective_bottleneck_rate_bps",
+    "transfer_time_s",
+    "loss_probability",
+    "interrupt_service_rate_per_s",
+    "limited_by",
+    "rounds",
+    "error",
+)
+
+# Profile field -> point input, where they differ.
+_PROFILE_TO_INPUT = {
+    "line_rate_bps": "line_rate",
+    "packet_payload_bytes": "packet_payload",
+}
+_INPUT_TO_PROFILE = {v: k for k, v in _PROFILE_TO_INPUT.items()}
+_HOST_INPUTS = (
+    "mu_io_cpu",
+    "mu_disk",
+    "mu_net",
+    "buffer_packets",
+    "coalesce_packets",
+    "line_rate",
+    "packet_payload",
+)
+# Library parameter names -> point input names, for error messages.
+_LIBRARY_TO_INPUT = {
+    **_PROFILE_TO_INPUT,
+    "tasks": "cpu_tasks",
+    "name": "profile",
+    "file_size_bytes": "file_size",
+    "propagation_delay_s": "propagation_delay",
+    "capacity": "buffer_packets",
+    "batch": "coalesce_packets",
+    "service_rate": "mu_net",
+}
+
+
+def input_name(library_field: str) -> str:
+    """The point input that a library's parameter name stands for."""
+    return _LIBRARY_TO_INPUT.get(library_field, library_field)
+
+
+def _translate(exc: Exception) -> PlanningError:
+    if isinstance(exc, WorkloadError):
+        field = exc.field or "inputs"
+        limit = getattr(exc, "limit", None)
+        return PlanningError(
+            input_name(field),
+            str(exc).split(": ", 1)[-1],
+            limit=limit,
+            maximum=getattr(exc, "maximum", None),
+            reached=getattr(exc, "reached", None),
+        )
+    field = getattr(exc, "parameter", None) or "inputs"
+    return PlanningError(input_name(field), str(exc).split(": ", 1)[-1])
+
+
+def resolve_point(point: Mapping[str, Any]) -> dict[str, Any]:
+    """Every input of a point, defaults and the profile's values filled in, validated.
+
+    Parameters
+    ----------
+    point : mapping
+        Inputs named as :data:`INPUT_FIELDS` in SI units.  ``cpu_tasks``, ``io_tasks``,
+        ``file_size`` (bytes) and ``propagation_delay`` (s) are required; ``profile``
+        defaults to ``sx280-2007``, ``cores`` and ``disks`` to 1, ``nic_service`` to
+        ``exponential``, the host inputs to the profile's values.
+
+    Returns
+    -------
+    dict
+        All of :data:`INPUT_FIELDS`, in that order; integers as ``int``.
+
+    Raises
+    ------
+    PlanningError
+        Naming the input at fault (unknown name, missing value, out of range).
+    """
+    unknown = sorted(set(point) - set(INPUT_FIELDS))
+    if unknown:
+        raise PlanningError(unknown[0], f"not an input of GET /bottleneck-rate: {unknown[0]!r}")
+    for name in ("cpu_tasks", "io_tasks", "file_size", "propagation_delay"):
+        if point.get(name) is None:
+            raise PlanningError(name, "required")
+    try:
+        workload = Workload(
+            cpu_tasks=point["cpu_tasks"],
+            io_tasks=point["io_tasks"],
+            cores=point.get("cores") or 1,
+            disks=point.get("disks") or 1,
+        )
+        base = host_profile(point.get("profile") or DEFAULT_PROFILE)
+        changes = {
+            _INPUT_TO_PROFILE.get(name, name): point[name]
+            for name in _HOST_INPUTS
+            if point.get(name) is not None
+        }
+        profile = base.replace(**changes) if changes else base
+        size = transport.total_size_bytes(
+            point["file_size"], packet_payload_bytes=profile.packet_payload_bytes
+        )
+        del size  # validated only: the solve recomputes S
+        delay = float(point["propagation_delay"])
+        if not (math.isfinite(delay) and delay > 0):
+            raise PlanningError("propagation_delay", f"must be finite and > 0 s, got {delay!r}")
+    except PlanningError:
+        raise
+    except (WorkloadError, transport.TransportParameterError, queues.QueueParameterError) as exc:
+        raise _translate(exc) from None
+    except (TypeError, ValueError) as exc:
+        raise PlanningError("inputs", str(exc)) from None
+    nic_service = point.get("nic_service") or "exponential"
+    if nic_service not in ("exponential", "phase-type"):
+        raise PlanningError(
+            "nic_service", f"must be 'exponential' or 'phase-type', got {nic_service!r}"
+        )
+    out: dict[str, Any] = {**workload.to_dict(), "profile": profile.name}
+    host = profile.to_dict()
+    for name in _HOST_INPUTS:
+        out[name] = host[_INPUT_TO_PROFILE.get(name, name)]
+    out["file_size"] = int(point["file_size"])
+    out["propagation_delay"] = delay
+    out["nic_service"] = nic_service
+    return out
+
+
+def point_objects(resolved: Mapping[str, Any]) -> tuple[Workload, HostProfile]:
+    """The workload and host profile of a resolved point (see :func:`resolve_point`)."""
+    workload = Workload(
+        resolved["cpu_tasks"], resolved["io_tasks"], resolved["cores"], resolved["disks"]
+    )
+    base = host_profile(resolved["profile"])
+    changes = {
+        _INPUT_TO_PROFILE.get(name, name): resolved[name]
+        for name in _HOST_INPUTS
+        if resolved[name] != getattr(base, _INPUT_TO_PROFILE.get(name, name))
+    }
+    return workload, base.replace(**changes) if changes else base
+
+
+def solve_point(
+    resolved: Mapping[str, Any], *, curve_points: int = 200
+) -> transport.PipelineResult:
+    """The whole method for one resolved point (see :func:`resolve_point`).
+
+    Parameters
+    ----------
+    resolved : mapping
+        The output of :func:`resolve_point`.
+    curve_points : int, default 200
+        Points of the curve T(B_send) kept for plotting.
+
+    Returns
+    -------
+    transport.PipelineResult
+        The effective bottleneck rate (bit/s) and every intermediate result.
+
+    Raises
+    ------
+    PlanningError
+        Naming the input at fault; ``field="loss"`` when no rate lets the transfer finish.
+    """
+    workload, profile = point_objects(resolved)
+    try:
+        return transport.workload_bottleneck_rate(
+            workload,
+            profile,
+            file_size_bytes=resolved["file_size"],
+            propagation_delay_s=resolved["propagation_delay"],
+            nic_service=resolved["nic_service"],
+            curve_points=curve_points,
+        )
+    except (WorkloadError, transport.TransportParameterError, queues.QueueParameterError) as exc:
+        raise _translate(exc) from None
+
+
+def evaluate_point(point: Mapping[str, Any]) -> dict[str, Any]:
+    """One sweep record: the point's inputs and its headline results.
+
+    Parameters
+    ----------
+    point : mapping
+        Inputs named as :data:`INPUT_FIELDS`, SI units (see :func:`resolve_point`).
+
+    Returns
+    -------
+    dict
+        Every input (resolved) followed by :data:`RESULT_FIELDS`:
+        ``effective_bottleneck_rate_bps`` (bit/s), ``transfer_time_s`` (s),
+        ``loss_probability``, ``interrupt_service_rate_per_s`` (1/s), ``limited_by``,
+        ``rounds`` and ``error`` (None, or ``"field: reason"`` when this point has no
+        answer; the results are then None).
+
+    Examples
+    --------
+    >>> r = evaluate_point(
+    ...     {"cpu_tasks": 1, "io_tasks": 0, "file_size": 10**8, "propagation_delay": 0.01}
+    ... )
+    >>> r["interrupt_service_rate_per_s"]  # SPEC section 2 check: mu_net / 2
+    20800.0
+    """
+    try:
+        resolved = resolve_point(point)
+    except PlanningError as exc:
+        record = {name: point.get(name) for name in INPUT_FIELDS}
+        return {**record, **dict.fromkeys(RESULT_FIELDS), "error": str(exc)}
+    try:
+        result = solve_point(resolved)
+    except PlanningError as exc:
+        return {**resolved, **dict.fromkeys(RESULT_FIELDS), "error": str(exc)}
+    best = result.bottleneck
+    return {
+        **resolved,
+        "effective_bottleneck_rate_bps": best.rate_bps,
+        "transfer_time_s": best.transfer_time_s,
+        "loss_probability": best.loss,
+        "interrupt_service_rate_per_s": result.service.rate_per_s,
+        "limited_by": best.limited_by,
+        "rounds": best.rounds,
+        "error": None,
+    }
+
+
+def evaluate_points(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`evaluate_point` on each point, in order: the unit of work of a sweep task.
+
+    Points that share (I, d) reuse the compiled nets cached in the worker, so a batch
+    sorted by (I, d) pays each compilation once.
+
+    Parameters
+    ----------
+    points : list of mapping
+        Inputs named as :data:`INPUT_FIELDS`, SI units.
+
+    Returns
+    -------
+    list of dict
+        One record per point, see :func:`evaluate_point`.
+    """
+    return [evaluate_point(p) for p in points]

@@ -1,0 +1,185 @@
+"""POST /sweeps, POST /what-if and GET /plots/*: answers, formats, limits, problems."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import defusedxml.ElementTree as SafeET
+
+from planning import evaluate_point
+
+QUERY = "cpu_tasks=2&io_tasks=1&file_size=500MB&propagation_delay=100ms"
+INPUTS = {
+    "cpu_tasks": "0..2",
+    "io_tasks": [0, 1],
+    "file_size": "500MB",
+    "propagation_delay": "100ms",
+}
+
+
+def test_sweep_json_records_match_one_call_per_point(client: Any) -> None:
+    r = client.post("/sweeps", json={"inputs": INPUTS})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["points"], body["failed"], body["ran_on"]) == (6, 0, "inline")
+    assert body["axes"] == {"cpu_tasks": [0, 1, 2], "io_tasks": [0, 1]}
+    for rec in body["records"]:
+        ref = evaluate_point(
+            {k: rec[k] for k in ("cpu_tasks", "io_tasks", "file_size", "propagation_delay")}
+        )
+        assert rec == ref  # JSON floats read back bit for bit
+        assert rec["file_size"] == 500_000_000 and rec["propagation_delay"] == 0.1
+    # The records agree with GET /bottleneck-rate for the same point.
+    one = client.get(f"/bottleneck-rate?{QUERY}").json()
+    rec = next(r for r in body["records"] if (r["cpu_tasks"], r["io_tasks"]) == (2, 1))
+    assert rec["effective_bottleneck_rate_bps"] == one["effective_bottleneck_rate_bps"]
+    assert rec["transfer_time_s"] == one["transfer_time_s"]
+
+
+def test_sweep_csv(client: Any) -> None:
+    r = client.post("/sweeps", json={"inputs": INPUTS, "format": "csv"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    assert len(rows) == 6 and rows[0]["effective_bottleneck_rate_bps"]
+
+
+def test_sweep_on_the_process_pool(make_client: Any) -> None:
+    c = make_client(sweep_inline_points=0, sweep_workers=1)
+    r = c.post("/sweeps", json={"inputs": {**INPUTS, "cpu_tasks": "1"}})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["ran_on"] == "processes"
+    ref = c.post("/sweeps", json={"inputs": {**INPUTS, "cpu_tasks": "1", "io_tasks": 0}})
+    assert body["records"][0] == ref.json()["records"][0]
+
+
+def test_sweep_limit_is_named(make_client: Any, problem_of: Any) -> None:
+    c = make_client(sweep_max_points=5)
+    body = problem_of(c.post("/sweeps", json={"inputs": INPUTS}), 422)
+    (err,) = body["errors"]
+    assert (err["field"], err["limit"], err["allowed"], err["actual"]) == (
+        "body.inputs",
+        "sweep_max_points",
+        5,
+        6,
+    )
+
+
+def test_sweep_bad_inputs_are_named(client: Any, problem_of: Any) -> None:
+    body = problem_of(client.post("/sweeps", json={"inputs": {**INPUTS, "file_size": "5XB"}}), 422)
+    assert body["errors"][0]["field"] == "body.inputs.file_size"
+    body = problem_of(client.post("/sweeps", json={"inputs": {**INPUTS, "cores": "4..1"}}), 422)
+    assert body["errors"][0]["field"] == "body.inputs.cores"
+    body = problem_of(
+        client.post("/sweeps", json={"inputs": {**INPUTS, "buffer_packets": "64,100000"}}), 422
+    )
+    assert body["errors"][0]["limit"] == "planning_max_buffer_packets"
+    body = problem_of(client.post("/sweeps", json={"inputs": {"io_tasks": 1}}), 422)
+    assert any(e["field"].endswith("cpu_tasks") for e in body["errors"])
+
+
+def test_sweep_on_an_unreachable_cluster_is_503(make_client: Any, problem_of: Any) -> None:
+    c = make_client(
+        sweep_inline_points=0, sweep_cluster="tcp://127.0.0.1:9", sweep_connect_timeout_s=1
+    )
+    r = c.post("/sweeps", json={"inputs": INPUTS})
+    body = problem_of(r, 503)
+    assert "Retry-After" in r.headers and body["errors"][0]["field"] == "sweep_cluster"
+
+
+def test_what_if(client: Any) -> None:
+    payload = {
+        "inputs": {
+            "cpu_tasks": 2,
+            "io_tasks": 1,
+            "file_size": "500MB",
+            "propagation_delay": "100ms",
+        },
+        "max_buffer_packets": 256,
+    }
+    r = client.post("/what-if", json=payload)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    saved = [c["time_saved_s"] for c in body["changes"]]
+    assert saved == sorted(saved, reverse=True)
+    assert body["best_ring"]["commands"][0].startswith("ethtool -G eth0 rx ")
+    assert {e["parameter"] for e in body["elasticities"]} >= {"mu_net", "line_rate"}
+    assert client.post("/what-if", json=payload).headers["x-cache"] == "hit"
+
+
+def test_what_if_limits(client: Any, problem_of: Any) -> None:
+    base = {"cpu_tasks": 2, "io_tasks": 1, "file_size": "500MB", "propagation_delay": "1s"}
+    body = problem_of(
+        client.post("/what-if", json={"inputs": base, "max_buffer_packets": 10**6}), 422
+    )
+    assert body["errors"][0]["limit"] == "planning_max_buffer_packets"
+    body = problem_of(client.post("/what-if", json={"inputs": {**base, "cores": "1,2"}}), 422)
+    assert body["errors"][0]["field"] == "body.inputs.cores"
+    body = problem_of(client.post("/what-if", json={"inputs": base, "interface": "a b"}), 422)
+    assert "interface" in body["errors"][0]["field"]
+
+
+def _svg(response: Any) -> Any:
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "image/svg+xml"
+    return SafeET.fromstring(response.content)
+
+
+def test_plots_are_svg_with_the_optimum(client: Any) -> None:
+    root = _svg(client.get(f"/plots/transfer-time?{QUERY}"))
+    assert any(e.get("id") == "optimum" for e in root.iter())
+    assert any(e.get("id") == "optimum" for e in _svg(client.get(f"/plots/loss?{QUERY}")).iter())
+    _svg(client.get("/plots/service-time-cdf?cpu_tasks=2&io_tasks=1"))
+    _svg(
+        client.get(
+            "/plots/bottleneck-rate-grid?cpu_tasks=0..3&io_tasks=0,1"
+            "&file_size=500MB&propagation_delay=100ms"
+        )
+    )
+    _svg(
+        client.get(
+            "/plots/sweep?cpu_tasks=2&io_tasks=0..3&cores=1,2"
+            "&file_size=500MB&propagation_delay=100ms&y=transfer_time_s"
+        )
+    )
+
+
+def test_plot_png_cache_and_etag(client: Any) -> None:
+    url = f"/plots/transfer-time?{QUERY}&format=png"
+    first = client.get(url)
+    assert first.headers["content-type"] == "image/png"
+    assert first.content[:8] == b"\x89PNG\r\n\x1a\n"
+    again = client.get(url)
+    assert again.content == first.content
+    assert client.get(url, headers={"If-None-Match": first.headers["etag"]}).status_code == 304
+
+
+def test_plot_problems(make_client: Any, problem_of: Any) -> None:
+    c = make_client(plot_max_points=10)
+    body = problem_of(
+        c.get(
+            "/plots/bottleneck-rate-grid?file_size=1MB&propagation_delay=1s"
+            "&cpu_tasks=0..8&io_tasks=0,1"
+        ),
+        422,
+    )
+    assert body["errors"][0]["limit"] == "plot_max_points"
+    body = problem_of(c.get(f"/plots/transfer-time?{QUERY}&format=gif"), 422)
+    assert body["errors"][0]["field"] == "query.format"
+    body = problem_of(
+        c.get("/plots/transfer-time?cpu_tasks=0..2&io_tasks=1&file_size=1MB&propagation_delay=1s"),
+        422,
+    )
+    assert body["errors"][0]["field"] == "query.cpu_tasks"
+
+
+def test_page_and_assets(client: Any) -> None:
+    r = client.get("/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert "/static/app.js" in r.text and "http" not in r.text.split("<body>")[0].replace(
+        "http-equiv", ""
+    )
+    assert client.get("/static/style.css").status_code == 200
+    assert client.get("/static/secret.txt").status_code == 404
