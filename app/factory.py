@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -19,7 +20,10 @@ from host.store import ProfileStore, ProfileStoreError
 
 from . import __version__
 from .cache import QueryIndex, ResultCache
+from .docs import install_docs
 from .middleware import ServiceMiddleware
+from .multiprocess_metrics import mark_worker_dead, metrics_directory
+from .native_threads import limit_native_threads
 from .observability import Metrics, configure_logging
 from .pool import SolvePool
 from .problems import (
@@ -34,6 +38,7 @@ from .problems import (
 from .routes import health, page, planning, plots, problem_types, sweeps, what_if
 from .routes.jobs import JobService
 from .settings import Settings
+from .shutdown import BoundedShutdown
 from .state import ServiceState
 from .stored_profiles import storage_problem
 
@@ -290,16 +295,32 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """
     settings = settings or Settings()
     configure_logging(settings.log_level, settings.log_json)
-    metrics = Metrics()
+    limit_native_threads(settings.blas_threads)
+    metrics_dir = metrics_directory(settings.metrics_multiprocess, settings.metrics_dir)
+    metrics = Metrics(metrics_dir)
+    pool = SolvePool(
+        settings.solve_workers,
+        settings.solve_queue,
+        metrics,
+        memory_bytes=settings.solve_memory_bytes,
+        recycle_bytes=settings.worker_recycle_bytes,
+        retry_after_s=settings.solver_retry_after_s,
+        blas_threads=settings.blas_threads,
+    )
     state = ServiceState(
         settings=settings,
         metrics=metrics,
         cache=ResultCache(settings.cache_entries, settings.cache_bytes),
-        pool=SolvePool(settings.solve_workers, settings.solve_queue, metrics),
+        pool=pool,
         query_index=QueryIndex({"/bottleneck-rate": "bottleneck"}, settings.cache_entries),
     )
     state.extras["profiles"] = ProfileStore(settings.database_url)
 
+    def stop_serving() -> None:
+        state.ready = False
+        state.shutting_down = True
+
+    shutdown = BoundedShutdown(pool, settings.shutdown_timeout_s, on_begin=stop_serving)
     jobs = JobService(settings)
     state.extras["jobs"] = jobs
 
@@ -309,6 +330,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from .warmup import compile_default_nets
 
         task: asyncio.Task[None] | None = None
+        shutdown.install()
         await anyio.to_thread.run_sync(jobs.start_if_configured)
         if settings.warm_up:
             task = asyncio.create_task(_warm_up(state, compile_default_nets))
@@ -321,10 +343,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             if task is not None and not task.done():
-                await task
+                # Compiling runs in a thread that cannot be stopped; wait within the bound.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(task), settings.shutdown_timeout_s)
             await anyio.to_thread.run_sync(state.pool.close)
             await anyio.to_thread.run_sync(lambda: stop_probe(state))
             await anyio.to_thread.run_sync(jobs.close)
+            mark_worker_dead(metrics_dir)
+            shutdown.uninstall()
 
     app = FastAPI(
         title="blastrate",
@@ -333,8 +359,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         openapi_tags=TAGS,
         lifespan=lifespan,
         redirect_slashes=False,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.service = state
+    install_docs(app)
     _install_error_handlers(app)
     from .routes import bottleneck, host, profiles
     from .routes import jobs as job_routes

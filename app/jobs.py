@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .bottleneck import run_method
+from .native_threads import native_thread_counts
 from .nic import solve_nic_queue, transfer_time_curve
 from .srn_solve import SolveBudget, solve_srn
 
@@ -28,10 +29,16 @@ def _transfer_job(payload: dict[str, Any]) -> dict[str, Any]:
     return transfer_time_curve(payload["request"])
 
 
+def _threads_job(payload: dict[str, Any]) -> dict[str, Any]:
+    """The worker's native thread pools (a diagnostic: what the limits left)."""
+    return {"native_threads": native_thread_counts()}
+
+
 #: Job name -> function run in a worker process.
 JOBS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "srn-solve": _srn_job,
     "nic-queue": _nic_job,
     "transfer-time": _transfer_job,
     "method": run_method,
+    "native-threads": _threads_job,
 }

@@ -17,6 +17,8 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
+from prometheus_client import values as _prometheus_values
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from .problems import REQUEST_ID
 
@@ -118,18 +120,46 @@ _LATENCY_BUCKETS = (
 )
 
 
+def _value_class(multiprocess_dir: str | None) -> None:
+    """Make the metrics created next per-process (in memory) or shared (mmap files).
+
+    prometheus_client picks its value class once, at import, from the environment; the
+    service decides at app creation, so it sets the class itself.  The multiprocess class
+    is made once per process: two of them would map the same files twice.
+    """
+    global _MULTIPROCESS_VALUE
+    if multiprocess_dir is None:
+        _prometheus_values.ValueClass = _prometheus_values.MutexValue
+        return
+    if _MULTIPROCESS_VALUE is None:
+        _MULTIPROCESS_VALUE = _prometheus_values.MultiProcessValue()
+    _prometheus_values.ValueClass = _MULTIPROCESS_VALUE
+
+
+_MULTIPROCESS_VALUE: Any = None
+
+
 class Metrics:
     """The Prometheus metrics of one app, in a registry of their own.
 
-    With several uvicorn workers each process has its own registry; scrape each worker,
-    or run one worker per container.
+    Parameters
+    ----------
+    multiprocess_dir : str, optional
+        A directory shared by every worker process of the server (see
+        :mod:`app.multiprocess_metrics`).  Then counters and histograms are summed over the
+        workers, gauges are summed over the live ones, and ``/metrics`` answers the same
+        whichever worker serves it.  Process metrics (CPU, memory, GC) are left out then:
+        they describe one process only.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, multiprocess_dir: str | None = None) -> None:
+        self.multiprocess_dir = multiprocess_dir
+        _value_class(multiprocess_dir)
         self.registry = CollectorRegistry(auto_describe=True)
-        ProcessCollector(registry=self.registry)
-        PlatformCollector(registry=self.registry)
-        GCCollector(registry=self.registry)
+        if multiprocess_dir is None:
+            ProcessCollector(registry=self.registry)
+            PlatformCollector(registry=self.registry)
+            GCCollector(registry=self.registry)
         self.requests = Histogram(
             "blastrate_http_request_duration_seconds",
             "Time from receiving a request to sending the end of its response.",
@@ -157,15 +187,41 @@ class Metrics:
             registry=self.registry,
         )
         self.cache_entries = Gauge(
-            "blastrate_cache_entries", "Results held in the cache.", registry=self.registry
+            "blastrate_cache_entries",
+            "Results held in the caches (summed over the server's worker processes).",
+            registry=self.registry,
+            multiprocess_mode="livesum",
         )
         self.pool_busy = Gauge(
             "blastrate_pool_busy_workers",
             "Worker processes running a solve.",
             registry=self.registry,
+            multiprocess_mode="livesum",
         )
         self.pool_waiting = Gauge(
             "blastrate_pool_waiting_solves",
             "Solves waiting for a free worker process.",
             registry=self.registry,
+            multiprocess_mode="livesum",
         )
+        self.worker_restarts = Counter(
+            "blastrate_pool_worker_restarts",
+            "Solver processes replaced, by reason: timeout, memory, died, recycled.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.moved_to_pool = Counter(
+            "blastrate_solves_moved_to_pool",
+            "Solves stopped in the server process and moved to the worker pool, by the "
+            "bound they reached (time, memory) or the estimate.",
+            ["kind", "reason"],
+            registry=self.registry,
+        )
+
+    def exposition_registry(self) -> CollectorRegistry:
+        """The registry to serialise for ``/metrics`` (all workers' in multiprocess mode)."""
+        if self.multiprocess_dir is None:
+            return self.registry
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=self.multiprocess_dir)
+        return registry

@@ -7,6 +7,13 @@ burning), and a fresh process takes its place.  Processes come from a ``forkserv
 has already imported NumPy, SciPy and the libraries, so a replacement starts in tens of
 milliseconds, and forking never happens from the threaded server process itself.
 
+Every job is bounded in wall time and memory: the parent watches the worker's resident
+memory while it waits, and the worker's address space is capped (``RLIMIT_AS``) as a
+backstop.  A job over its bounds is a 422 naming the limit; a worker that dies for any
+other reason (the kernel's OOM killer, an operator's SIGKILL) is the server's fault, a 503
+with ``Retry-After``.  A worker that comes back from a job bigger than
+``recycle_bytes`` is replaced, so that one big solve does not pin its peak memory.
+
 Jobs are named functions of :data:`app.jobs.JOBS` taking and returning plain JSON data;
 exceptions come back as problem+json bodies.
 """
@@ -28,6 +35,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from .guard import resident_bytes
 from .observability import Metrics
 from .problems import FieldProblem, ProblemError, problem_from_exception
 
@@ -36,12 +44,62 @@ __all__ = ["SolvePool"]
 log = logging.getLogger("blastrate.pool")
 
 
-def _worker_main(conn: multiprocessing.connection.Connection) -> None:
+def _virtual_bytes(pid: int | str = "self") -> int:
+    """Address space of a process (bytes), 0 if unknown."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _memory_problem(limit: int, actual: float | None = None) -> ProblemError:
+    return ProblemError(
+        "limit-exceeded",
+        f"the solve needed more memory than solve_memory_bytes={limit:g} and was stopped",
+        [FieldProblem("body", "out of memory", "solve_memory_bytes", limit, actual)],
+    )
+
+
+# Address space kept free above the job's allowance for libraries loaded lazily (bytes).
+_ADDRESS_SPACE_SLACK = 1_500_000_000
+
+
+def _bound_worker(memory_bytes: int | None, blas_threads: int | None) -> int | None:
+    """Apply the per-process bounds in a fresh worker; returns the address-space cap."""
+    cap = None
+    if blas_threads is not None:
+        from .native_threads import limit_native_threads
+
+        limit_native_threads(blas_threads)
+    if memory_bytes is not None:
+        import resource
+
+        # The libraries map far more address space than they touch (thread stacks, JIT
+        # arenas, Numba and LLVM loaded on first use), so the cap is what is mapped now plus
+        # the job's allowance plus room for those; the parent's watch of the resident
+        # memory enforces the allowance itself.
+        cap = _virtual_bytes() + memory_bytes + _ADDRESS_SPACE_SLACK
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    return cap
+
+
+def _worker_main(
+    conn: multiprocessing.connection.Connection,
+    memory_bytes: int | None = None,
+    blas_threads: int | None = None,
+) -> None:
     """Body of a worker process: run jobs from the pipe until told to stop."""
     # Ctrl-C in a terminal signals the whole process group; the server shuts the pool down.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from .jobs import JOBS
 
+    _bound_worker(memory_bytes, blas_threads)
+    try:
+        conn.send(("ready", os.getpid()))
+    except (BrokenPipeError, OSError):
+        return
     while True:
         try:
             message = conn.recv()
@@ -53,14 +111,7 @@ def _worker_main(conn: multiprocessing.connection.Connection) -> None:
         try:
             reply: tuple[str, Any] = ("ok", JOBS[name](payload))
         except MemoryError:
-            reply = (
-                "problem",
-                ProblemError(
-                    "limit-exceeded",
-                    "the solve ran out of memory",
-                    [FieldProblem("body", "out of memory", "memory")],
-                ).to_dict(""),
-            )
+            reply = ("memory", None)
         except Exception as exc:
             problem = problem_from_exception(exc, prefix="body.")
             if problem is not None:
@@ -73,17 +124,29 @@ def _worker_main(conn: multiprocessing.connection.Connection) -> None:
             return
 
 
+# Longest a fresh worker process may take to start (import nothing: the fork server has).
+_BOOT_TIMEOUT_S = 60.0
+
+
 class _Worker:
     """One worker process and the parent's end of its pipe."""
 
-    def __init__(self, context: Any) -> None:
+    def __init__(
+        self, context: Any, memory_bytes: int | None = None, blas_threads: int | None = None
+    ) -> None:
         parent, child = context.Pipe()
         self.process = context.Process(
-            target=_worker_main, args=(child,), daemon=True, name="blastrate-solver"
+            target=_worker_main,
+            args=(child, memory_bytes, blas_threads),
+            daemon=True,
+            name="blastrate-solver",
         )
         self.process.start()
         child.close()
         self.conn: multiprocessing.connection.Connection = parent
+        self.memory_bytes = memory_bytes
+        self.peak_rss = 0
+        self.ready = False
 
     @property
     def pid(self) -> int | None:
@@ -92,11 +155,42 @@ class _Worker:
     def alive(self) -> bool:
         return bool(self.process.is_alive())
 
-    def call(self, name: str, payload: Any, timeout: float) -> tuple[str, Any]:
-        """Run one job; ``("timeout", None)`` if it overran, ``("died", None)`` if it died."""
+    def rss(self) -> int:
+        """Resident memory of the process now (bytes)."""
+        return resident_bytes(self.pid) if self.pid is not None else 0
+
+    def call(
+        self, name: str, payload: Any, timeout: float, period: float = 0.05
+    ) -> tuple[str, Any]:
+        """Run one job.
+
+        Returns ``("timeout", elapsed)`` if it overran, ``("memory", rss)`` if its memory
+        went over ``memory_bytes`` (the process is then killed), ``("died", None)`` if the
+        process died, or the worker's own reply.
+        """
+        self.peak_rss = 0
+        if not self.ready:
+            # A fresh process first says it is up; its start is not the job's time.
+            if not self.conn.poll(_BOOT_TIMEOUT_S):
+                return ("died", None)
+            try:
+                self.conn.recv()
+            except (EOFError, OSError):
+                return ("died", None)
+            self.ready = True
+        start = time.monotonic()
         self.conn.send((name, payload))
-        if not self.conn.poll(timeout):
-            return ("timeout", None)
+        while True:
+            left = timeout - (time.monotonic() - start)
+            if left <= 0:
+                return ("timeout", time.monotonic() - start)
+            if self.conn.poll(min(period, left)):
+                break
+            rss = self.rss()
+            self.peak_rss = max(self.peak_rss, rss)
+            if self.memory_bytes is not None and rss > self.memory_bytes:
+                self.kill()
+                return ("memory", rss)
         try:
             reply: tuple[str, Any] = self.conn.recv()
         except (EOFError, OSError):
@@ -129,7 +223,7 @@ def _context() -> Any:
 
 
 class SolvePool:
-    """Worker processes for solves that may be large, with a hard wall-time limit.
+    """Worker processes for solves that may be large, with hard wall-time and memory limits.
 
     Parameters
     ----------
@@ -138,18 +232,41 @@ class SolvePool:
     queue_limit : int
         Solves that may wait for a free worker; one more gets a 429 problem.
     metrics : Metrics, optional
-        Where busy/waiting gauges and timeouts are recorded.
+        Where busy/waiting gauges, timeouts and worker restarts are recorded.
+    memory_bytes : int, optional
+        Resident memory one job may use (``solve_memory_bytes``); None for no bound.
+    recycle_bytes : int, optional
+        A worker whose resident memory is above this after a job is replaced.
+    retry_after_s : int
+        ``Retry-After`` of the 503 sent when a worker dies on the server's side.
+    blas_threads : int, optional
+        Threads of each BLAS/OpenMP library in a worker.
 
     Notes
     -----
     Use from one event loop: :meth:`run` is a coroutine; :meth:`start` and :meth:`close`
     are blocking and meant for a thread (the app's lifespan runs them there).
+    :meth:`abort` may be called from any thread (a signal handler's).
     """
 
-    def __init__(self, workers: int, queue_limit: int, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        workers: int,
+        queue_limit: int,
+        metrics: Metrics | None = None,
+        *,
+        memory_bytes: int | None = None,
+        recycle_bytes: int | None = None,
+        retry_after_s: int = 2,
+        blas_threads: int | None = None,
+    ) -> None:
         self.size = workers
         self.queue_limit = queue_limit
         self.metrics = metrics
+        self.memory_bytes = memory_bytes
+        self.recycle_bytes = recycle_bytes
+        self.retry_after_s = retry_after_s
+        self.blas_threads = blas_threads
         self._context = _context()
         self._idle: deque[_Worker] = deque()
         self._all: set[_Worker] = set()
@@ -158,20 +275,26 @@ class SolvePool:
         self._waiting = 0
         self._busy = 0
         self._started = False
+        self._aborted = False
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> None:
         """Start the worker processes (blocking; idempotent)."""
         with self._lock:
-            if self._started:
+            if self._started or self._aborted:
                 return
             for _ in range(self.size):
+                if self._aborted:  # shutdown began while the processes were starting
+                    break
                 self._add_worker()
             self._started = True
         log.info("solver pool started", extra={"workers": self.size, "pids": self.pids()})
 
+    def _new_worker(self) -> _Worker:
+        return _Worker(self._context, self.memory_bytes, self.blas_threads)
+
     def _add_worker(self) -> _Worker:
-        worker = _Worker(self._context)
+        worker = self._new_worker()
         self._all.add(worker)
         self._idle.append(worker)
         return worker
@@ -187,9 +310,27 @@ class SolvePool:
         for worker in workers:
             worker.stop()
 
+    def abort(self) -> int:
+        """Kill every worker now, running jobs included, and refuse new jobs (shutdown).
+
+        The requests whose jobs were killed get a 503 ``service-unavailable``.  Safe to
+        call from any thread.  Returns how many workers were killed.
+        """
+        self._aborted = True  # seen at once, even while start() holds the lock
+        with self._lock:
+            workers = list(self._all)
+            self._all.clear()
+            self._idle.clear()
+            self._started = False
+        for worker in workers:
+            if worker.process.is_alive():
+                worker.process.kill()
+        return len(workers)
+
     def pids(self) -> list[int]:
         """Process ids of the live workers."""
-        return sorted(w.pid for w in self._all if w.pid is not None)
+        with self._lock:
+            return sorted(w.pid for w in self._all if w.pid is not None)
 
     @property
     def busy(self) -> int:
@@ -201,16 +342,26 @@ class SolvePool:
         return self._started
 
     # -- jobs ------------------------------------------------------------------------------
+    def _unavailable(self, detail: str) -> ProblemError:
+        return ProblemError(
+            "service-unavailable",
+            detail,
+            headers={"Retry-After": str(self.retry_after_s)},
+        )
+
     async def run(self, name: str, payload: Any, timeout: float, kind: str = "srn") -> Any:
         """Run job ``name`` on ``payload`` in a worker, stopping it after ``timeout`` s.
 
         Raises
         ------
         ProblemError
-            ``limit-exceeded`` (the wall time ``solve_timeout_s``, or the worker died, most
-            likely of memory), ``too-many-requests`` when the queue is full, or the problem
-            the job itself raised.
+            ``limit-exceeded`` (the wall time ``solve_timeout_s`` or the memory
+            ``solve_memory_bytes``), ``too-many-requests`` when the queue is full,
+            ``service-unavailable`` (503) when the worker died on the server's side or the
+            server is shutting down, or the problem the job itself raised.
         """
+        if self._aborted:
+            raise self._unavailable("the server is shutting down")
         if not self._started:
             await anyio.to_thread.run_sync(self.start)
         if self._slots is None:
@@ -244,27 +395,51 @@ class SolvePool:
 
     def _checkout(self) -> _Worker:
         with self._lock:
+            if self._aborted or not self._idle:
+                raise self._unavailable("the server is shutting down")
             worker = self._idle.popleft()
             if not worker.alive():
                 self._all.discard(worker)
                 worker.kill()
-                worker = _Worker(self._context)
+                worker = self._new_worker()
                 self._all.add(worker)
             return worker
 
     def _checkin(self, worker: _Worker) -> None:
+        rss = worker.rss()
+        if self.recycle_bytes is not None and rss > self.recycle_bytes:
+            # Freed memory often stays with the process (allocator arenas); a fresh
+            # process gives it back to the host.
+            log.info(
+                "solver worker recycled",
+                extra={"pid": worker.pid, "rss_bytes": rss, "recycle_bytes": self.recycle_bytes},
+            )
+            self._restarted("recycled")
+            worker.stop()
+            with self._lock:
+                if worker in self._all:
+                    self._all.discard(worker)
+                    if not self._aborted:
+                        self._add_worker()
+            return
         with self._lock:
             if worker in self._all:
                 self._idle.append(worker)
                 return
         worker.stop()  # the pool was closed while it ran
 
-    def _replace(self, worker: _Worker) -> None:
+    def _replace(self, worker: _Worker, reason: str) -> None:
         worker.kill()
+        self._restarted(reason)
         with self._lock:
             if worker in self._all:
                 self._all.discard(worker)
-                self._add_worker()
+                if not self._aborted:
+                    self._add_worker()
+
+    def _restarted(self, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.worker_restarts.labels(reason).inc()
 
     def _run_blocking(self, name: str, payload: Any, timeout: float, kind: str) -> Any:
         worker = self._checkout()
@@ -273,29 +448,47 @@ class SolvePool:
             status, value = worker.call(name, payload, timeout)
         except (BrokenPipeError, OSError):
             status, value = "died", None
-        if status in ("timeout", "died"):
-            self._replace(worker)
-            if status == "timeout":
-                if self.metrics is not None:
-                    self.metrics.solve_timeouts.labels(kind).inc()
-                log.warning("solve stopped at its time limit", extra={"timeout_s": timeout})
-                raise ProblemError(
-                    "limit-exceeded",
-                    f"the solve took longer than solve_timeout_s={timeout:g} s and was stopped",
-                    [
-                        FieldProblem(
-                            "body",
-                            "solve wall time exceeded",
-                            "solve_timeout_s",
-                            timeout,
-                            round(time.perf_counter() - start, 3),
-                        )
-                    ],
-                )
+        if status == "timeout":
+            self._replace(worker, "timeout")
+            if self.metrics is not None:
+                self.metrics.solve_timeouts.labels(kind).inc()
+            log.warning("solve stopped at its time limit", extra={"timeout_s": timeout})
             raise ProblemError(
                 "limit-exceeded",
-                "the solver process died before answering (most likely out of memory)",
-                [FieldProblem("body", "solver process died", "memory")],
+                f"the solve took longer than solve_timeout_s={timeout:g} s and was stopped",
+                [
+                    FieldProblem(
+                        "body",
+                        "solve wall time exceeded",
+                        "solve_timeout_s",
+                        timeout,
+                        round(time.perf_counter() - start, 3),
+                    )
+                ],
+            )
+        if status == "memory":
+            self._replace(worker, "memory")
+            assert self.memory_bytes is not None
+            log.warning(
+                "solve stopped at its memory limit",
+                extra={"memory_bytes": self.memory_bytes, "rss_bytes": value},
+            )
+            raise _memory_problem(self.memory_bytes, None if value is None else float(value))
+        if status == "died":
+            self._replace(worker, "died")
+            if self._aborted:
+                raise self._unavailable("the server is shutting down; the solve was stopped")
+            if self.memory_bytes is not None and worker.peak_rss > 0.9 * self.memory_bytes:
+                # Died close to its allowance: a native library failing at the address-space
+                # cap rather than raising MemoryError.  The job's limit, not a server fault.
+                raise _memory_problem(self.memory_bytes, float(worker.peak_rss))
+            log.error(
+                "solver process died",
+                extra={"pid": worker.pid, "exitcode": worker.process.exitcode},
+            )
+            raise self._unavailable(
+                f"the solver process died (exit code {worker.process.exitcode}) before "
+                "answering; this is a fault on the server's side"
             )
         self._checkin(worker)
         if self.metrics is not None:

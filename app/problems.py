@@ -176,6 +176,15 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             4,
         ),
         ProblemType(
+            "service-unavailable",
+            503,
+            "The server could not finish the solve",
+            "A fault on the server's side, not in the request: a solver process died (killed "
+            "by the operating system, for instance), or the server is shutting down.  The "
+            "same request may succeed; retry after the number of seconds in `Retry-After`.",
+            5,
+        ),
+        ProblemType(
             "profile-read-only",
             409,
             "Built-in profiles cannot be changed",

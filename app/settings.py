@@ -78,6 +78,65 @@ class Settings(BaseSettings):
         ge=0,
         description="Large solves that may wait for a worker before 429 is returned.",
     )
+    # -- bounds on every solve, the worker processes, shutdown and metrics ---------------
+    max_vanishing: int = Field(
+        default=1_000_000,
+        ge=1,
+        description="Vanishing markings a posted SRN may meet while exploring (applied when "
+        "the engine counts them).",
+    )
+    inprocess_max_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="Wall time a solve may run in the server process before it is stopped "
+        "and moved to the worker pool (s).",
+    )
+    inprocess_max_memory_bytes: int = Field(
+        default=256_000_000,
+        ge=1_000_000,
+        description="Growth of the server's resident memory during a solve in the server "
+        "process before it is stopped and moved to the worker pool (bytes).",
+    )
+    solve_memory_bytes: int = Field(
+        default=2_000_000_000,
+        ge=50_000_000,
+        description="Resident memory one solve in a worker process may use; more stops it "
+        "with a problem naming this limit (bytes).",
+    )
+    worker_recycle_bytes: int = Field(
+        default=800_000_000,
+        ge=50_000_000,
+        description="A worker process whose resident memory is above this after a job is "
+        "replaced by a fresh one (bytes).",
+    )
+    solver_retry_after_s: int = Field(
+        default=2,
+        ge=1,
+        description="Retry-After (s) sent with a 503 when a solver process failed on the "
+        "server's side.",
+    )
+    shutdown_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Longest time from SIGTERM to exit: running solves are stopped and the "
+        "process exits even if one does not stop (s).",
+    )
+    blas_threads: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="Threads of each BLAS / OpenMP library, in the server and every worker.",
+    )
+    metrics_multiprocess: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="Prometheus multiprocess mode: 'auto' turns it on under uvicorn "
+        "--workers N (or when PROMETHEUS_MULTIPROC_DIR is set).",
+    )
+    metrics_dir: str | None = Field(
+        default=None,
+        description="Parent directory of the per-server multiprocess metrics directories "
+        "(default: the system's temporary directory).",
+    )
     # -- long solves (/srn/jobs) -----------------------------------------------------------
     database_url: str | None = Field(
         default=None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ import srn
 from .pnml_input import with_net
 from .problems import FieldProblem, ProblemError, problem_from_exception
 
-__all__ = ["SolveBudget", "SolveTooLarge", "solve_srn"]
+__all__ = ["SolveBudget", "SolveEstimate", "SolveTooLarge", "estimate_srn_solve", "solve_srn"]
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,11 @@ class SolveBudget:
     time_limit_s : float or None
         Wall-time budget handed to the iterative steady-state solver.
     in_process : bool
-        True when a ``max_states`` or ``max_edges`` overrun means "move to the pool"
-        rather than "too large".
+        True when a ``max_states``, ``max_edges`` or ``max_vanishing`` overrun means "move
+        to the pool" rather than "too large".
+    max_vanishing : int or None
+        Vanishing markings the exploration may meet (passed on when the engine counts
+        them); None for the engine's default.
     """
 
     max_states: int
@@ -57,18 +60,89 @@ class SolveBudget:
     max_work: float | None = None
     time_limit_s: float | None = None
     in_process: bool = False
+    max_vanishing: int | None = None
     max_pnml_elements: int = 100_000
     max_pnml_bytes: int = 5_000_000
 
     def limits(self) -> srn.Limits:
         """The engine's limits for this budget."""
+        extra: dict[str, int] = {}
+        if self.max_vanishing is not None and "max_vanishing" in _ENGINE_LIMITS:
+            extra["max_vanishing"] = self.max_vanishing
         return srn.Limits(
             max_states=self.max_states,
             max_edges=self.max_edges,
             max_transitions=self.max_transitions,
             max_places=self.max_places,
             max_expression_length=self.max_expression_length,
+            **extra,
         )
+
+
+# The engine's limit names (``max_vanishing`` arrives with the engine that counts them).
+_ENGINE_LIMITS = frozenset(f.name for f in fields(srn.Limits))
+
+# Limits whose overrun in the server process means "solve it in the pool".
+_MOVE_TO_POOL = ("max_states", "max_edges", "max_vanishing")
+
+
+@dataclass(frozen=True)
+class SolveEstimate:
+    """What a solve may cost, estimated from the request before any work starts.
+
+    Attributes
+    ----------
+    transitions : int
+        Transitions of the net (0 for a PNML document, which always goes to the pool).
+    immediate : int
+        Immediate transitions: an upper bound on how many can be enabled together.  Each
+        one that can fire independently of the others doubles the vanishing markings
+        between two tangible ones (k concurrent ones give 2**k orders of firing).
+    work : float
+        Exploration work if the chain fills the in-process state limit:
+        ``max_states * transitions * 2**immediate`` (transition tests).
+    in_process : bool
+        Whether the work is cheap enough for the server process.
+    """
+
+    transitions: int
+    immediate: int
+    work: float
+    in_process: bool
+
+
+def estimate_srn_solve(
+    request: Mapping[str, Any], max_states: int, max_work: float
+) -> SolveEstimate:
+    """Decide, before solving, whether a ``POST /srn/solve`` may run in the server process.
+
+    Parameters
+    ----------
+    request : dict
+        The validated request body.
+    max_states : int
+        The in-process state limit (tangible markings).
+    max_work : float
+        The in-process work budget (``inprocess_max_work``, transition tests).
+
+    Returns
+    -------
+    SolveEstimate
+
+    Examples
+    --------
+    >>> net = {"places": {"p": 1}, "transitions": [{"name": "t", "rate": 1.0}]}
+    >>> estimate_srn_solve({"net": net}, 2_000, 2e7).in_process
+    True
+    """
+    net = request.get("net")
+    if not isinstance(net, Mapping):
+        # A PNML document: its size is only known once parsed, which is work too.
+        return SolveEstimate(0, 0, float("inf"), False)
+    transitions = net["transitions"]
+    immediate = sum(1 for t in transitions if t.get("kind") == "immediate")
+    work = float(max(max_states, 1)) * max(len(transitions), 1) * 2.0 ** min(immediate, 64)
+    return SolveEstimate(len(transitions), immediate, work, work <= max_work)
 
 
 class SolveTooLarge(Exception):
@@ -342,7 +416,7 @@ def _solve(
             initial_probabilities=start_probabilities,
         )
     except srn.LimitExceededError as exc:
-        if budget.in_process and exc.limit in ("max_states", "max_edges"):
+        if budget.in_process and exc.limit in _MOVE_TO_POOL:
             raise SolveTooLarge from exc
         raise
     progress({"stage": "solving", "states": graph.n_states, "edges": graph.n_edges})

@@ -34,6 +34,7 @@ class ServiceState:
     ready: bool = False
     compiled_nets: int = 0
     warm_up_error: str | None = None
+    shutting_down: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
     #: Bounds the threads that compute in-process work (see :attr:`limiter`).
     compute_limiter: anyio.CapacityLimiter | None = None

@@ -35,8 +35,9 @@ _DESCRIPTIONS = {
     422: "Invalid input, a model with no answer, or a limit reached; `errors` names the field "
     "and the limit (problem+json).",
     429: "Every solver worker is busy and the queue is full; see `Retry-After` (problem+json).",
-    503: "Not ready yet, no live probe window, or a database (jobs, profiles) is unreachable; "
-    "see `Retry-After` (problem+json).",
+    503: "Not ready yet, shutting down, a solver process failed on the server's side, no live "
+    "probe window, or a database (jobs, profiles) is unreachable; see `Retry-After` "
+    "(problem+json).",
 }
 
 #: The 304 answer to a GET whose ``If-None-Match`` matches the result's ETag.

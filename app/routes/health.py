@@ -44,6 +44,8 @@ async def get_readiness(request: Request) -> Response:
         detail = "the default nets are still being compiled"
         if state.warm_up_error:
             detail = f"start-up failed: {state.warm_up_error}"
+        if state.shutting_down:
+            detail = "the server is shutting down"
         raise ProblemError("not-ready", detail, headers={"Retry-After": "1"})
     return JSONResponse(
         {
@@ -71,9 +73,13 @@ async def get_readiness(request: Request) -> Response:
     },
 )
 async def get_metrics(request: Request) -> Response:
-    """Request and solve-time histograms, cache and pool gauges, process metrics."""
+    """Request and solve-time histograms, cache and pool gauges, process metrics.
+
+    Under ``uvicorn --workers N`` the figures are the sums over the server's workers,
+    whichever worker answers (process metrics are then left out)."""
     state = service(request)
     state.metrics.cache_entries.set(len(state.cache))
     # The text format by default; OpenMetrics when the scraper asks for it.
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-    return Response(encoder(state.metrics.registry), headers={"Content-Type": content_type})
+    registry = state.metrics.exposition_registry()
+    return Response(encoder(registry), headers={"Content-Type": content_type})

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from ..guard import WorkInterrupted, run_guarded
 from ..nic import (
     nic_queue_cells,
     nic_queue_cost,
@@ -24,11 +27,13 @@ from ..schemas import (
     TransferTimeRequest,
     TransferTimeResult,
 )
-from ..srn_solve import SolveBudget, SolveTooLarge, solve_srn
-from ..state import respond, service
+from ..srn_solve import SolveBudget, SolveTooLarge, estimate_srn_solve, solve_srn
+from ..state import ServiceState, respond, service
 from .common import problem_responses, sent_fields
 
 router = APIRouter(tags=["planning"])
+
+log = logging.getLogger("blastrate.solve")
 
 # The bottleneck search scans 256 rates plus the plotting grid in one loss call.
 _SEARCH_SCAN = 256
@@ -84,7 +89,9 @@ async def post_nic_queue(body: NicQueueRequest, request: Request) -> Response:
                 "nic-queue", {"request": payload}, limits.solve_timeout_s, kind="nic"
             )
             return await state.encoded(result)
-        return await state.in_thread("nic", lambda: solve_nic_queue(payload))
+        return await _in_process_or_pool(
+            state, "nic", lambda: solve_nic_queue(payload), "nic-queue", {"request": payload}
+        )
 
     with only_sent_fields(sent_fields(body)):
         entry = await state.compute_once(key, compute)
@@ -151,7 +158,13 @@ async def post_transfer_time(body: TransferTimeRequest, request: Request) -> Res
                 "transfer-time", {"request": payload}, limits.solve_timeout_s, kind="transfer"
             )
             return await state.encoded(result)
-        return await state.in_thread("transfer", lambda: transfer_time_curve(payload))
+        return await _in_process_or_pool(
+            state,
+            "transfer",
+            lambda: transfer_time_curve(payload),
+            "transfer-time",
+            {"request": payload},
+        )
 
     with only_sent_fields(sent_fields(body)):
         entry = await state.compute_once(key, compute)
@@ -163,7 +176,7 @@ async def post_transfer_time(body: TransferTimeRequest, request: Request) -> Res
     operation_id="solve_srn",
     summary="Solve a general stochastic reward net",
     response_model=SrnSolveResult,
-    responses=problem_responses(400, 415, 422, 429),
+    responses=problem_responses(400, 415, 422, 429, 503),
 )
 async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
     """Generate the tangible reachability graph of a posted SRN and solve its CTMC in
@@ -171,7 +184,7 @@ async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
     mean, variance, quantiles).  Reports the state count and the residual or error bound.
 
     Small chains are solved in the request's process; larger ones in a worker process
-    that is killed when the solve exceeds `solve_timeout_s`."""
+    that is killed when the solve exceeds `solve_timeout_s` or `solve_memory_bytes`."""
     state = service(request)
     limits = state.settings
     payload = body.model_dump(mode="json")
@@ -189,11 +202,13 @@ async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
         time_limit_s=limits.solve_timeout_s,
         max_pnml_elements=limits.max_pnml_elements,
         max_pnml_bytes=limits.max_body_bytes,
+        max_vanishing=limits.max_vanishing,
     )
     small = dataclasses.replace(
         full,
         max_states=min(limits.inprocess_max_states, limits.max_states),
         max_edges=min(50 * limits.inprocess_max_states, limits.max_edges),
+        max_vanishing=min(50 * limits.inprocess_max_states, limits.max_vanishing),
         max_work=limits.inprocess_max_work,
         in_process=True,
     )
@@ -204,19 +219,93 @@ async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
         return result
 
     async def compute() -> bytes:
-        try:
-            return await state.in_thread("srn", in_process)
-        except SolveTooLarge:
-            result = await state.pool.run(
-                "srn-solve",
-                {"request": payload, "budget": dataclasses.asdict(full)},
-                limits.solve_timeout_s,
-                kind="srn",
-            )
-            result["solved_in"] = "worker-pool"
-            return await state.encoded(result)
+        body = await _solve_in_process(state, payload, small.max_states, in_process)
+        if body is not None:
+            return body
+        result = await state.pool.run(
+            "srn-solve",
+            {"request": payload, "budget": dataclasses.asdict(full)},
+            limits.solve_timeout_s,
+            kind="srn",
+        )
+        result["solved_in"] = "worker-pool"
+        return await state.encoded(result)
 
     # Not restricted to the fields sent: a missing `times` or `absorbing` is named as
     # such, and every other field names a part of the posted net.
     entry = await state.compute_once(key, compute)
     return respond(request, entry, False)
+
+
+def _shutting_down(state: ServiceState) -> ProblemError:
+    return ProblemError(
+        "service-unavailable",
+        "the server is shutting down; the solve was stopped",
+        headers={"Retry-After": str(state.settings.solver_retry_after_s)},
+    )
+
+
+async def _guarded_in_thread(
+    state: ServiceState, kind: str, compute: Callable[[], Any]
+) -> bytes | None:
+    """Run ``compute`` in a thread of the server process, bounded; None if it overran.
+
+    The bounds are ``inprocess_max_seconds`` of wall time and ``inprocess_max_memory_bytes``
+    of growth of the server's memory; work that reaches one is interrupted (and the caller
+    moves it to the pool).  At shutdown the work is interrupted and answered with a 503.
+    """
+    limits = state.settings
+    if state.shutting_down:
+        raise _shutting_down(state)
+
+    def bounded() -> Any:
+        return run_guarded(compute, limits.inprocess_max_seconds, limits.inprocess_max_memory_bytes)
+
+    try:
+        return await state.in_thread(kind, bounded)
+    except WorkInterrupted as exc:
+        if exc.reason == "cancelled":
+            raise _shutting_down(state) from None
+        state.metrics.moved_to_pool.labels(kind, exc.reason).inc()
+        log.warning(
+            "in-process solve overran its bound; moved to the worker pool",
+            extra={"kind": kind, "bound": exc.reason, "elapsed_s": round(exc.elapsed_s, 3)},
+        )
+        return None
+
+
+async def _in_process_or_pool(
+    state: ServiceState,
+    kind: str,
+    compute: Callable[[], Any],
+    job: str,
+    job_payload: dict[str, Any],
+) -> bytes:
+    """Compute in the server process, or in the pool if that overran its bounds."""
+    body = await _guarded_in_thread(state, kind, compute)
+    if body is None:
+        result = await state.pool.run(job, job_payload, state.settings.solve_timeout_s, kind=kind)
+        body = await state.encoded(result)
+    return body
+
+
+async def _solve_in_process(
+    state: ServiceState,
+    payload: dict[str, Any],
+    max_states: int,
+    solve: Callable[[], dict[str, Any]],
+) -> bytes | None:
+    """Solve in the server process if the estimate allows it; None means "use the pool".
+
+    The estimate is made before any work starts; the run itself is bounded
+    (:func:`_guarded_in_thread`).
+    """
+    estimate = estimate_srn_solve(payload, max_states, state.settings.inprocess_max_work)
+    if not estimate.in_process:
+        state.metrics.moved_to_pool.labels("srn", "estimate").inc()
+        return None
+    try:
+        return await _guarded_in_thread(state, "srn", solve)
+    except SolveTooLarge:
+        state.metrics.moved_to_pool.labels("srn", "size").inc()
+        return None

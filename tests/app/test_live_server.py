@@ -1,0 +1,223 @@
+"""The service as deployed: a real uvicorn process on loopback (issue #13, items 14, 15).
+
+* SIGTERM during a long solve ends the process within ``shutdown_timeout_s``: work in
+  the server process is interrupted, work in the pool is killed, and the request gets a
+  503 rather than holding up the exit for as long as the solve would run.
+* With ``--workers 2``, ``/metrics`` gives the totals of both worker processes whichever
+  one answers (prometheus_client's multiprocess mode, directory managed by the service).
+
+Every server is bounded: started with a deadline, stopped (then killed) at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def explosive_net(n: int) -> dict[str, Any]:
+    """n concurrent immediate transitions behind one timed one: 2^n vanishing markings."""
+    places = {f"ready{i}": 1 for i in range(n)} | {f"done{i}": 0 for i in range(n)}
+    transitions: list[dict[str, Any]] = [
+        {
+            "name": f"f{i}",
+            "kind": "immediate",
+            "inputs": {f"ready{i}": 1},
+            "outputs": {f"done{i}": 1},
+        }
+        for i in range(n)
+    ]
+    transitions.append(
+        {
+            "name": "reset",
+            "rate": 1.0,
+            "inputs": {f"done{i}": 1 for i in range(n)},
+            "outputs": {f"ready{i}": 1 for i in range(n)},
+        }
+    )
+    return {"places": places, "transitions": transitions}
+
+
+# Two states flipping at 1e6/s asked for at t = 1e6 s: minutes of work in a worker.
+ENDLESS = {
+    "net": {
+        "places": {"a": 1, "b": 0},
+        "transitions": [
+            {"name": "ab", "rate": 1e6, "inputs": {"a": 1}, "outputs": {"b": 1}},
+            {"name": "ba", "rate": 1e6, "inputs": {"b": 1}, "outputs": {"a": 1}},
+        ],
+    },
+    "analysis": "transient",
+    "times": [1e6],
+}
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def live_server(env: dict[str, str], workers: int = 1) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``uvicorn app.main:app`` on 127.0.0.1, ready, killed at the end if still running."""
+    port = _port()
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("BLASTRATE_")}
+    base_env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    full_env = {
+        **base_env,
+        "BLASTRATE_WARM_UP": "false",
+        "BLASTRATE_LOG_LEVEL": "warning",
+        "BLASTRATE_SOLVE_WORKERS": "1",
+        **env,
+    }
+    command = [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--workers", str(workers), "--log-level", "warning"]
+    server = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=full_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # so that the test can end the whole group if it must
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(base + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert server.poll() is None, "the server exited during start-up"
+            assert time.monotonic() < deadline, "the server did not become ready in 60 s"
+            time.sleep(0.1)
+        yield base, server
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait(10)
+
+
+def _post_in_background(url: str, body: dict[str, Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    answer: dict[str, Any] = {}
+
+    def post() -> None:
+        try:
+            answer["response"] = httpx.post(url, json=body, timeout=60)
+        except httpx.TransportError as exc:
+            answer["error"] = exc
+
+    thread = threading.Thread(target=post, daemon=True)
+    thread.start()
+    return thread, answer
+
+
+@pytest.mark.parametrize("where", ["process", "worker-pool"])
+def test_sigterm_during_a_long_solve_exits_within_the_bound(where: str) -> None:
+    bound = 4.0
+    env = {"BLASTRATE_SHUTDOWN_TIMEOUT_S": str(bound), "BLASTRATE_SOLVE_TIMEOUT_S": "120"}
+    if where == "process":
+        # The estimate is told the explosive net is cheap and the in-process bounds are
+        # wide, so the exploration (tens of seconds) runs in the server process.
+        env |= {
+            "BLASTRATE_INPROCESS_MAX_WORK": "1e30",
+            "BLASTRATE_INPROCESS_MAX_SECONDS": "120",
+            "BLASTRATE_INPROCESS_MAX_MEMORY_BYTES": "8000000000",
+            # In-process vanishing limit 50x the state limit: above the net's 2^20.
+            "BLASTRATE_INPROCESS_MAX_STATES": "100000",
+            "BLASTRATE_MAX_STATES": "100000",
+        }
+        body: dict[str, Any] = {"net": explosive_net(20)}
+    else:
+        body = ENDLESS
+    with live_server(env) as (base, server):
+        thread, answer = _post_in_background(base + "/srn/solve", body)
+        time.sleep(1.5)  # the solve is under way
+        assert thread.is_alive(), answer
+        start = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(bound + 6.0)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running {bound + 6.0:g} s after SIGTERM (bound {bound:g} s)")
+        elapsed = time.monotonic() - start
+        thread.join(10)
+    assert elapsed < bound + 2.0, elapsed
+    response = answer.get("response")
+    if response is not None:  # answered before the exit: the server's fault, not the client's
+        assert response.status_code == 503, response.text
+        assert response.headers["content-type"].startswith("application/problem+json")
+        assert response.json()["type"] == "/problems/service-unavailable"
+        assert int(response.headers["retry-after"]) >= 1
+
+
+def _sample(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples of ``name`` carrying these labels."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_metrics_are_the_same_from_either_of_two_workers(tmp_path: Path) -> None:
+    env = {"BLASTRATE_METRICS_DIR": str(tmp_path)}
+    # A stale directory of a server that is gone is removed at start.
+    stale = tmp_path / f"blastrate-metrics-{os.getuid()}" / "999999999-1"
+    stale.mkdir(parents=True)
+    (stale / "counter_1.db").write_bytes(b"\0" * 8)
+    n_threads, per_thread = 8, 5
+    with live_server(env, workers=2) as (base, _server):
+        assert not stale.exists()
+
+        def load() -> None:
+            for _ in range(per_thread):
+                # A fresh connection each time, taken by whichever worker accepts first.
+                r = httpx.get(base + "/healthz", headers={"connection": "close"}, timeout=10)
+                assert r.status_code == 200
+
+        threads = [threading.Thread(target=load) for _ in range(n_threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        n_requests = n_threads * per_thread
+        texts = [
+            httpx.get(base + "/metrics", headers={"connection": "close"}, timeout=10).text
+            for _ in range(20)
+        ]
+        counts = [
+            _sample(
+                text,
+                "blastrate_http_request_duration_seconds_count",
+                route="/healthz",
+                status="200",
+            )
+            for text in texts
+        ]
+        # Every scrape, from whichever worker, sees all 40 requests.
+        assert set(counts) == {float(n_requests)}, counts
+        directories = list((tmp_path / f"blastrate-metrics-{os.getuid()}").iterdir())
+        mine = [d for d in directories if d.is_dir()]
+        assert len(mine) == 1
+        assert len(list(mine[0].glob("histogram_*.db"))) == 2  # one file per worker
