@@ -176,6 +176,16 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
             4,
         ),
         ProblemType(
+            "solver-not-converged",
+            500,
+            "No steady-state solver converged",
+            "The model is valid, but no route of the steady-state cascade (direct and "
+            "iterative) reached the residual target within its time and memory budgets.  The "
+            "`detail` lists every route tried and the best residual reached.  This is a "
+            "limitation of the server's solver, not an error in the request.",
+            1,
+        ),
+        ProblemType(
             "service-unavailable",
             503,
             "The server could not finish the solve",
@@ -497,6 +507,11 @@ def problem_from_exception(
                     where(None, "net"), str(exc), exc.limit, float(exc.maximum), float(exc.reached)
                 )
             ],
+        )
+    if isinstance(exc, srn.ConvergenceError):
+        # A valid chain the cascade could not solve: the server's limitation (5xx).
+        return ProblemError(
+            "solver-not-converged", str(exc), [FieldProblem(where(exc.field, "net"), str(exc))]
         )
     if isinstance(exc, _SRN_UNSOLVABLE):
         return ProblemError(

@@ -158,3 +158,17 @@ def test_unexpected_errors_are_problem_json_500(make_client: Any, monkeypatch: A
     assert r.headers["content-type"].startswith("application/problem+json")
     assert r.json()["type"] == "/problems/internal-error"
     assert r.json()["request_id"] == r.headers["x-request-id"]
+
+
+def test_a_solver_that_does_not_converge_is_the_servers_fault() -> None:
+    """A valid chain that no steady-state route solves is a 5xx, never blamed on the client."""
+    import srn
+    from app.problems import PROBLEM_TYPES, problem_from_exception
+
+    attempt = srn.SolverAttempt(
+        method="bicgstab", residual=1e-3, iterations=5000, seconds=1.0, note="stagnated"
+    )
+    problem = problem_from_exception(srn.ConvergenceError([attempt], 1e-10))
+    assert problem is not None
+    assert PROBLEM_TYPES[problem.slug].status == 500
+    assert "bicgstab" in problem.detail and "best residual 0.001" in problem.detail
