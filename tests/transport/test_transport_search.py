@@ -244,7 +244,7 @@ def test_returned_rate_minimises_T_over_a_dense_grid(
     bdp_multiple_log10=st.floats(0.0, 2.5),
     log_delay=HOSTS["log_delay"],
 )
-def test_a_slower_host_never_gets_a_higher_rate(
+def test_a_slower_host_never_gets_a_shorter_transfer(
     log_line_rate: float,
     slow_ratio_log10: float,
     speedup_log10: float,
@@ -252,8 +252,7 @@ def test_a_slower_host_never_gets_a_higher_rate(
     bdp_multiple_log10: float,
     log_delay: float,
 ) -> None:
-    # Not a theorem of the model (see test_tiny_files_are_not_monotone_in_host_speed) but
-    # a property of its usual regime, the paper's included (500 MB is 40 bandwidth-delay
+    # The usual regime, the paper's included (500 MB is 40 bandwidth-delay
     # products at 1 Gbps and 100 ms): line rates from 100 Mbps, files of at least 10 MB
     # and one bandwidth-delay product, a buffer of a few packets or more, hosts serving at
     # least 10% of the line's packet rate.
@@ -268,9 +267,11 @@ def test_a_slower_host_never_gets_a_higher_rate(
     }
     fast = effective_bottleneck_rate(mm1k_loss(mu_fast, K), **kwargs)  # type: ignore[arg-type]
     slow = effective_bottleneck_rate(mm1k_loss(mu_slow, K), **kwargs)  # type: ignore[arg-type]
-    assert slow.rate_bps <= fast.rate_bps + fast.resolution_bps
-    # This one is a theorem: T rises with the loss at every rate, so a slower host's best
-    # transfer time is never shorter.
+    # The rate itself is not asserted: Hypothesis found a counterexample in this regime
+    # (a slower host's optimum 80.04 Mbit/s against the faster host's 79.62 Mbit/s), since
+    # a jump of ceil(N_resend) can move the optimum either way.  The time is a theorem: T
+    # rises with the loss at every rate, so a slower host's best transfer time is never
+    # shorter.
     assert slow.transfer_time_s >= fast.transfer_time_s
 
 
