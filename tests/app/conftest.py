@@ -64,6 +64,49 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def explosive_net(n: int) -> dict[str, Any]:
+    """n immediate transitions enabled together behind one timed one: 2^n vanishing markings.
+
+    The tangible chain is a single marking (all tokens in ``done*``) whose only timed
+    transition leads back to itself through the vanishing ones.
+    """
+    places = {f"ready{i}": 1 for i in range(n)} | {f"done{i}": 0 for i in range(n)}
+    transitions: list[dict[str, Any]] = [
+        {
+            "name": f"fire{i}",
+            "kind": "immediate",
+            "inputs": {f"ready{i}": 1},
+            "outputs": {f"done{i}": 1},
+        }
+        for i in range(n)
+    ]
+    transitions.append(
+        {
+            "name": "reset",
+            "rate": 1.0,
+            "inputs": {f"done{i}": 1 for i in range(n)},
+            "outputs": {f"ready{i}": 1 for i in range(n)},
+        }
+    )
+    return {"places": places, "transitions": transitions}
+
+
+# A two-state chain flipping at 1e6/s, asked for its distribution at t = 1e6 s: 1e12
+# uniformisation steps, so the engine falls back on a matrix exponential that runs for
+# minutes.  The in-process budget sends it to the worker pool, where the limit stops it.
+ENDLESS = {
+    "net": {
+        "places": {"a": 1, "b": 0},
+        "transitions": [
+            {"name": "ab", "rate": 1e6, "inputs": {"a": 1}, "outputs": {"b": 1}},
+            {"name": "ba", "rate": 1e6, "inputs": {"b": 1}, "outputs": {"a": 1}},
+        ],
+    },
+    "analysis": "transient",
+    "times": [1e6],
+}
+
+
 def check_problem(response: Any, status: int) -> dict[str, Any]:
     """Assert that ``response`` is a problem+json with ``status`` and return its body."""
     assert response.status_code == status, response.text

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from app.pool import pid_exists
+from conftest import ENDLESS
 
 
 def queue_net(k: int) -> dict[str, Any]:
@@ -20,22 +21,6 @@ def queue_net(k: int) -> dict[str, Any]:
             {"name": "serve", "rate": 2.0, "inputs": {"q": 1}},
         ],
     }
-
-
-# A two-state chain flipping at 1e6/s, asked for its distribution at t = 1e6 s: 1e12
-# uniformisation steps, so the engine falls back on a matrix exponential that runs for
-# minutes.  The in-process budget sends it to the worker pool, where the limit stops it.
-ENDLESS = {
-    "net": {
-        "places": {"a": 1, "b": 0},
-        "transitions": [
-            {"name": "ab", "rate": 1e6, "inputs": {"a": 1}, "outputs": {"b": 1}},
-            {"name": "ba", "rate": 1e6, "inputs": {"b": 1}, "outputs": {"a": 1}},
-        ],
-    },
-    "analysis": "transient",
-    "times": [1e6],
-}
 
 
 def test_body_over_the_limit_is_413_by_content_length(make_client: Any, problem_of: Any) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -26,56 +25,15 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import ENDLESS, explosive_net, free_port
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def explosive_net(n: int) -> dict[str, Any]:
-    """n concurrent immediate transitions behind one timed one: 2^n vanishing markings."""
-    places = {f"ready{i}": 1 for i in range(n)} | {f"done{i}": 0 for i in range(n)}
-    transitions: list[dict[str, Any]] = [
-        {
-            "name": f"f{i}",
-            "kind": "immediate",
-            "inputs": {f"ready{i}": 1},
-            "outputs": {f"done{i}": 1},
-        }
-        for i in range(n)
-    ]
-    transitions.append(
-        {
-            "name": "reset",
-            "rate": 1.0,
-            "inputs": {f"done{i}": 1 for i in range(n)},
-            "outputs": {f"ready{i}": 1 for i in range(n)},
-        }
-    )
-    return {"places": places, "transitions": transitions}
-
-
-# Two states flipping at 1e6/s asked for at t = 1e6 s: minutes of work in a worker.
-ENDLESS = {
-    "net": {
-        "places": {"a": 1, "b": 0},
-        "transitions": [
-            {"name": "ab", "rate": 1e6, "inputs": {"a": 1}, "outputs": {"b": 1}},
-            {"name": "ba", "rate": 1e6, "inputs": {"b": 1}, "outputs": {"a": 1}},
-        ],
-    },
-    "analysis": "transient",
-    "times": [1e6],
-}
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
 def live_server(env: dict[str, str], workers: int = 1) -> Iterator[tuple[str, subprocess.Popen]]:
     """``uvicorn app.main:app`` on 127.0.0.1, ready, killed at the end if still running."""
-    port = _port()
+    port = free_port()
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("BLASTRATE_")}
     base_env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     full_env = {

@@ -25,47 +25,7 @@ import pytest
 from app.guard import WorkInterrupted, cancel_all, run_guarded
 from app.pool import pid_exists
 from app.srn_solve import estimate_srn_solve
-
-
-def explosive_net(n: int) -> dict[str, Any]:
-    """n immediate transitions enabled together behind one timed one: 2^n vanishing markings.
-
-    The tangible chain is a single marking (all tokens in ``done*``) whose only timed
-    transition leads back to itself through the vanishing ones.
-    """
-    places = {f"ready{i}": 1 for i in range(n)} | {f"done{i}": 0 for i in range(n)}
-    transitions: list[dict[str, Any]] = [
-        {
-            "name": f"fire{i}",
-            "kind": "immediate",
-            "inputs": {f"ready{i}": 1},
-            "outputs": {f"done{i}": 1},
-        }
-        for i in range(n)
-    ]
-    transitions.append(
-        {
-            "name": "reset",
-            "rate": 1.0,
-            "inputs": {f"done{i}": 1 for i in range(n)},
-            "outputs": {f"ready{i}": 1 for i in range(n)},
-        }
-    )
-    return {"places": places, "transitions": transitions}
-
-
-# Two states flipping at 1e6/s asked for at t = 1e6 s: minutes of work (see test_limits).
-ENDLESS = {
-    "net": {
-        "places": {"a": 1, "b": 0},
-        "transitions": [
-            {"name": "ab", "rate": 1e6, "inputs": {"a": 1}, "outputs": {"b": 1}},
-            {"name": "ba", "rate": 1e6, "inputs": {"b": 1}, "outputs": {"a": 1}},
-        ],
-    },
-    "analysis": "transient",
-    "times": [1e6],
-}
+from conftest import ENDLESS, explosive_net
 
 
 def queue_net(k: int) -> dict[str, Any]:
