@@ -25,9 +25,7 @@ import argparse
 import http.client
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +34,9 @@ from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from service_latency import free_port, start_server  # noqa: E402
 
 
 def probe_cost() -> None:
@@ -79,37 +80,16 @@ def measure(conn: http.client.HTTPConnection, path: str, n: int) -> dict[str, fl
 
 
 def service_latency(n: int) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     folder = tempfile.mkdtemp(prefix="blastrate-bench-")
-    env = {
-        **os.environ,
-        "BLASTRATE_DATABASE_URL": f"sqlite:///{folder}/bench.db",
-        "BLASTRATE_PROBE_ENABLED": "true",
-        "BLASTRATE_PROBE_INTERVAL_S": "2",
-        "BLASTRATE_LOG_LEVEL": "warning",
-    }
-    env.setdefault("OPENBLAS_NUM_THREADS", "1")
-    env.setdefault("OMP_NUM_THREADS", "1")
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "app.main:app",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    server = start_server(
+        port,
+        "warning",
+        {
+            "BLASTRATE_DATABASE_URL": f"sqlite:///{folder}/bench.db",
+            "BLASTRATE_PROBE_ENABLED": "true",
+            "BLASTRATE_PROBE_INTERVAL_S": "2",
+        },
     )
     try:
         deadline = time.monotonic() + 120

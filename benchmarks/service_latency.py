@@ -46,8 +46,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(port: int, log_level: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "BLASTRATE_LOG_LEVEL": log_level}
+def start_server(
+    port: int, log_level: str, settings: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``uvicorn app.main:app`` on 127.0.0.1:``port``, with ``settings`` (``BLASTRATE_*``
+    variables) added to this process's environment."""
+    env = {**os.environ, "BLASTRATE_LOG_LEVEL": log_level, **(settings or {})}
     # As scripts/_venv.sh does for the service: one BLAS thread per process (the matrices
     # are small, and BLAS threads would contend with the client for the cores).
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
