@@ -28,6 +28,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .pool import worker_context
+
 if TYPE_CHECKING:  # the job processes import this module; they need no database code
     from .job_store import JobRecord, JobStore
 
@@ -111,16 +113,6 @@ class _Running:
     last_beat: float = 0.0
 
 
-def _context() -> Any:
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        context = multiprocessing.get_context("forkserver")
-        # The fork server imports the solver stack once, so a job process starts warm.  The
-        # list includes the solver pool's (app.jobs), which shares the fork server.
-        context.set_forkserver_preload(["app.jobs", "app.job_runner"])
-        return context
-    return multiprocessing.get_context("spawn")
-
-
 class JobRunner:
     """Claims and runs jobs of a :class:`JobStore` in worker processes.
 
@@ -167,7 +159,7 @@ class JobRunner:
         self._last_purge = -math.inf
         self._last_sweep = time.monotonic()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._context = _context()
+        self._context = worker_context()
         self._running: dict[str, _Running] = {}
         self._wake = threading.Event()
         self._wake_r, self._wake_w = os.pipe()

@@ -39,7 +39,7 @@ from .guard import resident_bytes
 from .observability import Metrics
 from .problems import FieldProblem, ProblemError, problem_from_exception
 
-__all__ = ["SolvePool"]
+__all__ = ["SolvePool", "pid_exists", "worker_context"]
 
 log = logging.getLogger("blastrate.pool")
 
@@ -212,12 +212,17 @@ class _Worker:
         self.kill()
 
 
-def _context() -> Any:
-    methods = multiprocessing.get_all_start_methods()
-    if "forkserver" in methods:
+def worker_context() -> Any:
+    """The multiprocessing context of every worker process the service starts.
+
+    A fork server where the platform has one, else spawn.  The solve pool and the SRN job
+    runner share the one fork server, so its preload list is set here, once, for both:
+    it imports the solver stack (``app.jobs``) and the job runner, and every worker it
+    forks starts warm.
+    """
+    if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
-        # Modules the fork server imports once, so that each worker starts warm.
-        context.set_forkserver_preload(["app.jobs"])
+        context.set_forkserver_preload(["app.jobs", "app.job_runner"])
         return context
     return multiprocessing.get_context("spawn")
 
@@ -267,7 +272,7 @@ class SolvePool:
         self.recycle_bytes = recycle_bytes
         self.retry_after_s = retry_after_s
         self.blas_threads = blas_threads
-        self._context = _context()
+        self._context = worker_context()
         self._idle: deque[_Worker] = deque()
         self._all: set[_Worker] = set()
         self._lock = threading.Lock()
