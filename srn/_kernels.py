@@ -14,32 +14,6 @@ from numpy.typing import NDArray
 
 
 @njit(cache=True, nogil=True)
-def lower_solve(
-    indptr: NDArray[np.int32],
-    indices: NDArray[np.int32],
-    data: NDArray[np.float64],
-    diag: NDArray[np.float64],
-    rhs: NDArray[np.float64],
-    fixed: int,
-    omega: float,
-) -> NDArray[np.float64]:
-    """Solve ``(D / omega + L) z = rhs``; row ``fixed`` is replaced by ``z[fixed] = rhs[fixed]``."""
-    n = rhs.shape[0]
-    z = np.zeros(n)
-    for i in range(n):
-        if i == fixed:
-            z[i] = rhs[i]
-            continue
-        s = rhs[i]
-        for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
-            if j < i:
-                s -= data[k] * z[j]
-        z[i] = omega * s / diag[i]
-    return z
-
-
-@njit(cache=True, nogil=True)
 def row_hash(markings: NDArray[np.int32], origin: NDArray[np.intp]) -> NDArray[np.uint64]:
     """A 64-bit FNV-style hash of each ``(origin, marking row)``, in one pass over the rows."""
     n, k = markings.shape

@@ -31,6 +31,9 @@ __all__ = ["ReachabilityGraph", "explore"]
 
 # Nets with constant firing rules switch to the compiled explorer past this many states.
 _COMPILED_FROM_STATES = 50_000
+# Graphs with this many edges assemble their generator with the compiled kernel (below
+# it, SciPy's COO route costs less than importing Numba in a fresh worker).
+_COMPILED_ASSEMBLY_FROM_EDGES = 500_000
 # Frontier rows processed together: large enough to amortise NumPy call overhead,
 # small enough that per-transition temporaries stay within a few hundred MB.
 _CHUNK = 1 << 17
@@ -833,6 +836,13 @@ class ReachabilityGraph:
         """
         n = self.n_states
         src, dst, val = self._src, self._dst, self.edge_rates()
+        if len(src) >= _COMPILED_ASSEMBLY_FROM_EDGES:
+            from ._assembly import generator_csr
+
+            indptr, indices, data = generator_csr(n, src, dst, val)
+            if indptr[-1] <= np.iinfo(np.int32).max:
+                indptr = indptr.astype(np.int32)
+            return sp.csr_array((data, indices, indptr), shape=(n, n))
         moving = src != dst
         if not moving.all():
             src, dst, val = src[moving], dst[moving], val[moving]

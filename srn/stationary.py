@@ -52,6 +52,9 @@ _DIRECT_FLOPS = 500_000_000
 # The RCM order needs the symmetrised pattern of Q (twice its memory); beyond this many
 # states ``auto`` skips both LU routes and goes straight to the iterative ones.
 _ORDERED_MAX_STATES = 300_000
+# From this many states the irreducibility check is compiled (two searches); the
+# strong-components labelling below runs only when it fails.
+_COMPILED_CONNECTIVITY_FROM = 100_000
 # Bytes per stored factor entry (value + row index) for the fill estimates.
 _ENTRY_BYTES = 12
 # Default memory budget for LU and ILU factors.
@@ -213,6 +216,11 @@ def _single_closed_class(Q: sp.csr_array) -> NDArray[np.intp]:
     n = Q.shape[0]
     if n == 1:
         return np.arange(1)
+    if n >= _COMPILED_CONNECTIVITY_FROM:
+        from ._connectivity import is_irreducible
+
+        if is_irreducible(Q.indptr.astype(np.int64), Q.indices):
+            return np.arange(n)
     # Strong components ignore self-loops, so the diagonal needs no removing.
     n_classes, labels = csgraph.connected_components(Q, directed=True, connection="strong")
     if n_classes == 1:
@@ -275,7 +283,7 @@ class _Cascade:
         return self._At
 
     def residual(self, x: NDArray[np.float64]) -> float:
-        return float(np.abs(self.At @ x).sum())
+        return _residual_of(self.sub, x)
 
     def check_time(self) -> None:
         if self.time_limit is not None:
@@ -452,41 +460,23 @@ class _Cascade:
 
         One state is pinned to 1 and its equation replaced by that identity, which
         makes the system nonsingular without deleting a row and column of ``Q^T``.
+        The preconditioned products cost one pass over the matrix (see
+        :mod:`srn._bicgstab`), and no transposed copy of ``Q`` is built.
         """
-        from ._kernels import lower_solve
+        from ._bicgstab import SplitSystem, bicgstab
 
-        At, n = self.At, self.m
+        n = self.m
         fixed = self._pin()
+        system = SplitSystem.from_generator(self.sub.indptr, self.sub.indices, self.sub.data, fixed)
         b = np.zeros(n)
         b[fixed] = 1.0
-        minus_diag = -self.diag
-
-        def matvec(x: NDArray[np.float64]) -> NDArray[np.float64]:
-            y = At @ x
-            y[fixed] = x[fixed]
-            return np.asarray(y)
-
-        def precondition(r: NDArray[np.float64]) -> NDArray[np.float64]:
-            r = np.ascontiguousarray(r, dtype=np.float64).ravel()
-            return np.asarray(
-                lower_solve(At.indptr, At.indices, At.data, minus_diag, r, fixed, 1.0)
-            )
-
-        A = spla.LinearOperator((n, n), matvec=matvec, dtype=np.float64)
-        M = spla.LinearOperator((n, n), matvec=precondition, dtype=np.float64)
         watch = self._monitor("bicgstab-gs")
         # BiCGSTAB's shadow residual is its first residual; b itself would be a unit
         # vector that the preconditioned iteration annihilates: start from uniform.
         x = np.ones(n)
         for attempt in range(2):
-            x, _ = spla.bicgstab(
-                A,
-                b,
-                x0=x,
-                M=M,
-                rtol=self.target / self.scale * 10.0**-attempt,
-                atol=0.0,
-                callback=watch,
+            x, _ = bicgstab(
+                system, b, x, rtol=self.target / self.scale * 10.0**-attempt, callback=watch
             )
             if _usable(x) and self.residual_of_unnormalised(x) <= self.target:
                 return x, watch.state["count"]  # type: ignore[attr-defined]
@@ -494,6 +484,8 @@ class _Cascade:
                 x = np.ones(n)
         # GMRES cannot break down; it restarts from zero, because a BiCGSTAB breakdown
         # can leave x where the Krylov space is poor.
+        A = spla.LinearOperator((n, n), matvec=system.matvec, dtype=np.float64)
+        M = spla.LinearOperator((n, n), matvec=system.precondition, dtype=np.float64)
         gm = self._monitor("gmres-gs")
         self.route_name = "gmres-gs"
         x, _ = spla.gmres(

@@ -1,0 +1,76 @@
+"""The compiled paths that only large chains take: generator assembly and the
+irreducibility check (the one-pass BiCGSTAB is tested on Kanban N = 3 in
+test_srn_kanban.py).
+
+Each is held to an independent reference on the same input (SciPy's sparse
+constructors, a closed form, SciPy's strong components), stated per test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from srn import Net, NotErgodicError, reachability_graph, steady_state, timed
+
+
+def tandem(K: int) -> Net:
+    """Two queues in tandem with buffers of K (a feeds b, b blocks a)."""
+    return Net(
+        {"a": 0, "b": 0},
+        [
+            timed("arr", 1.0, outputs={"a": 1}, inhibitors={"a": K}),
+            timed("mv", 1.5, inputs={"a": 1}, outputs={"b": 1}, inhibitors={"b": K}),
+            timed("dep", 2.0, inputs={"b": 1}),
+        ],
+    )
+
+
+def test_generator_of_a_large_graph_is_the_one_scipy_assembles():
+    # 300 x 300 tandem: 90,601 states and about 270,000 edges is below the compiled
+    # assembly's threshold, 500 x 500 (251,001 states, ~750,000 edges) above it.
+    # Reference: the COO matrix SciPy builds from the public edge list and rates, with
+    # the diagonal set to minus the row sums; every entry must be bitwise equal.
+    graph = reachability_graph(tandem(500))
+    assert graph.n_edges >= 500_000
+    src, dst = graph.edges
+    n = graph.n_states
+    off = sp.coo_array((graph.edge_rates(), (src, dst)), shape=(n, n)).tocsr()
+    off.setdiag(0.0)
+    off.eliminate_zeros()
+    reference = sp.csr_array(off - sp.diags_array(np.asarray(off.sum(axis=1)).ravel()))
+    reference.sum_duplicates()
+    Q = graph.generator()
+    Q.sort_indices()
+    assert Q.has_canonical_format
+    np.testing.assert_array_equal(Q.indptr, reference.indptr)
+    np.testing.assert_array_equal(Q.indices, reference.indices)
+    np.testing.assert_array_equal(Q.data, reference.data)
+
+
+def birth_death(n: int) -> sp.csr_array:
+    """Birth-death chain on n states, birth rate 1 and death rate 2."""
+    up = np.ones(n - 1)
+    Q = sp.diags_array([up, 2.0 * up], offsets=[1, -1], shape=(n, n)).tocsr()
+    return sp.csr_array(Q - sp.diags_array(np.asarray(Q.sum(axis=1)).ravel()))
+
+
+def test_large_chain_with_a_transient_state_and_one_with_two_classes():
+    # 150,000 states: above the compiled irreducibility check's threshold.  A state
+    # that feeds the chain but is never re-entered is transient and gets probability
+    # 0; the rest is the birth-death chain, pi_k proportional to 2^-k (detailed
+    # balance), held to 1e-12 absolute.  Two copies side by side are two closed
+    # classes: NotErgodicError, as SciPy's strong components find (reference).
+    n = 150_000
+    bd = birth_death(n)
+    feed = sp.csr_array(([1.0, -1.0], ([n, n], [0, n])), shape=(n + 1, n + 1))
+    Q = sp.csr_array(sp.block_diag([bd, sp.csr_array((1, 1))]) + feed)
+    result = steady_state(Q, method="direct")
+    assert result.transient_states == 1
+    assert result.probabilities[n] == 0.0
+    expected = 0.5 ** np.arange(60)
+    np.testing.assert_allclose(result.probabilities[:60], expected / 2.0, rtol=0, atol=1e-12)
+    with pytest.raises(NotErgodicError) as info:
+        steady_state(sp.csr_array(sp.block_diag([bd, bd])), method="direct")
+    assert len(info.value.classes) == 2
