@@ -125,9 +125,27 @@ def _precondition_apply(
     phat: NDArray[np.float64],
     v: NDArray[np.float64],
     w: NDArray[np.float64],
+    r: NDArray[np.float64],
+    beta: float,
+    omega: float,
 ) -> tuple[float, float]:
-    """``phat = M^-1 p`` and ``v = A phat = p + U phat``; returns ``(w . v, v . v)``."""
-    _forward_solve(lower_ptr, lower_idx, lower_val, diag, fixed, p, phat)
+    """``phat = M^-1 p`` and ``v = A phat = p + U phat``; returns ``(w . v, v . v)``.
+
+    With ``beta`` not 0, ``p`` is first replaced by the new search direction
+    ``r + beta (p - omega v)``, formed as the forward solve reaches each entry (the
+    old ``v`` is overwritten only after), which saves a pass over four vectors.
+    """
+    n = p.shape[0]
+    for i in range(n):
+        s = p[i]
+        if beta != 0.0:
+            s = r[i] + beta * (s - omega * v[i])
+            p[i] = s
+        if i != fixed:
+            for k in range(lower_ptr[i], lower_ptr[i + 1]):
+                s -= lower_val[k] * phat[lower_idx[k]]
+            s /= diag[i]
+        phat[i] = s
     wv = 0.0
     vv = 0.0
     for i in range(p.shape[0]):
@@ -167,19 +185,6 @@ def _apply(
             s += upper_val[k] * x[upper_idx[k]]
         y[i] = s
     return y
-
-
-@njit(cache=True, nogil=True)
-def _new_direction(
-    p: NDArray[np.float64],
-    r: NDArray[np.float64],
-    v: NDArray[np.float64],
-    beta: float,
-    omega: float,
-) -> None:
-    """``p = r + beta (p - omega v)``, in place."""
-    for i in range(p.shape[0]):
-        p[i] = r[i] + beta * (p[i] - omega * v[i])
 
 
 @njit(cache=True, nogil=True)
@@ -270,11 +275,34 @@ class SplitSystem:
         phat: NDArray[np.float64],
         v: NDArray[np.float64],
         w: NDArray[np.float64],
+        r: NDArray[np.float64] | None = None,
+        beta: float = 0.0,
+        omega: float = 0.0,
     ) -> tuple[float, float]:
-        """``phat = M^-1 p`` and ``v = A phat`` (into the given arrays); returns ``(w.v, v.v)``."""
+        """``phat = M^-1 p`` and ``v = A phat`` (into the given arrays); returns ``(w.v, v.v)``.
+
+        With ``r`` and a non-zero ``beta``, ``p`` is first updated in place to
+        ``r + beta (p - omega v)`` (BiCGSTAB's next search direction).
+        """
         lp, li, lv = self.lower
         up, ui, uv = self.upper
-        wv, vv = _precondition_apply(lp, li, lv, self.diag, up, ui, uv, self.fixed, p, phat, v, w)
+        wv, vv = _precondition_apply(
+            lp,
+            li,
+            lv,
+            self.diag,
+            up,
+            ui,
+            uv,
+            self.fixed,
+            p,
+            phat,
+            v,
+            w,
+            p if r is None else r,
+            beta if r is not None else 0.0,
+            omega,
+        )
         return float(wv), float(vv)
 
     def matvec(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -356,13 +384,14 @@ def bicgstab(
             return x, 0
         if abs(rho) < _BREAKDOWN:
             return x, -10
+        beta = 0.0
         if iteration > 0:
             if abs(omega) < _BREAKDOWN:
                 return x, -11
-            _new_direction(p, r, v, (rho / rho_prev) * (alpha / omega), omega)
-        else:
+            beta = (rho / rho_prev) * (alpha / omega)
+        if beta == 0.0:
             p[:] = r
-        rv, _ = system.apply_preconditioned(p, phat, v, rtilde)
+        rv, _ = system.apply_preconditioned(p, phat, v, rtilde, r, beta, omega)
         if rv == 0.0:
             return x, -11
         alpha = rho / rv
