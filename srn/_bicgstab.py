@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -29,28 +30,34 @@ from numpy.typing import NDArray
 
 __all__ = ["SplitSystem", "bicgstab"]
 
+# Most distinct off-diagonal rates stored as 2-byte codes.
+_CODES = 65_535
 # SciPy's breakdown thresholds for rho and omega (inherited from the Fortran original).
 _BREAKDOWN = float(np.finfo(np.float64).eps) ** 2
 
 
 @njit(cache=True, nogil=True)
 def _split_transpose(
-    indptr: NDArray[np.int32], indices: NDArray[np.int32], data: NDArray[np.float64]
+    indptr: NDArray[np.int32],
+    indices: NDArray[np.int32],
+    data: NDArray[np.float64],
+    entries: NDArray[Any],
 ) -> tuple[
     NDArray[np.int64],
     NDArray[np.int32],
-    NDArray[np.float64],
+    NDArray[Any],
     NDArray[np.float64],
     NDArray[np.int64],
     NDArray[np.int32],
-    NDArray[np.float64],
+    NDArray[Any],
 ]:
     """``Q^T = L + D + U`` from the CSR of ``Q``: CSR of ``L``, ``diag(D)``, CSR of ``U``.
 
     Row ``j`` of ``L`` holds ``Q[i, j]`` for ``i < j`` (rates into ``j`` from earlier
     states), row ``j`` of ``U`` those for ``i > j``; columns come out sorted because
     ``Q`` is read row by row.  Duplicate entries of ``Q`` stay separate (they add up in
-    every product).
+    every product).  The parts store ``entries`` (``data`` itself, or its dictionary
+    codes) in place of the values; the diagonal is taken from ``data``.
     """
     n = indptr.shape[0] - 1
     lower_ptr = np.zeros(n + 1, dtype=np.int64)
@@ -69,9 +76,9 @@ def _split_transpose(
         lower_ptr[j + 1] += lower_ptr[j]
         upper_ptr[j + 1] += upper_ptr[j]
     lower_idx = np.empty(lower_ptr[n], dtype=np.int32)
-    lower_val = np.empty(lower_ptr[n])
+    lower_val = np.empty(lower_ptr[n], dtype=entries.dtype)
     upper_idx = np.empty(upper_ptr[n], dtype=np.int32)
-    upper_val = np.empty(upper_ptr[n])
+    upper_val = np.empty(upper_ptr[n], dtype=entries.dtype)
     lower_at = lower_ptr[:-1].copy()
     upper_at = upper_ptr[:-1].copy()
     for i in range(n):
@@ -80,25 +87,75 @@ def _split_transpose(
             if j > i:
                 at = lower_at[j]
                 lower_idx[at] = i
-                lower_val[at] = data[k]
+                lower_val[at] = entries[k]
                 lower_at[j] = at + 1
             elif j < i:
                 at = upper_at[j]
                 upper_idx[at] = i
-                upper_val[at] = data[k]
+                upper_val[at] = entries[k]
                 upper_at[j] = at + 1
     return lower_ptr, lower_idx, lower_val, diag, upper_ptr, upper_idx, upper_val
+
+
+@njit(cache=True, nogil=True)
+def _dictionary(
+    indptr: NDArray[np.int32], indices: NDArray[np.int32], data: NDArray[np.float64]
+) -> tuple[bool, NDArray[np.uint16], NDArray[np.float64]]:
+    """Codes of the off-diagonal values of a CSR matrix in a table of its distinct values.
+
+    A chain's rates come from a few transitions, so its off-diagonal entries take few
+    distinct values: a 2-byte code replaces each 8-byte value and the products read
+    a third less memory, with the same values exactly (the table holds them).
+    Returns ``(False, ...)`` when there are more than 65,535 distinct values.
+    """
+    size = 1 << 17
+    keys = np.zeros(size, dtype=np.uint64)
+    slot_code = np.full(size, -1, dtype=np.int64)
+    table = np.empty(_CODES, dtype=np.float64)
+    codes = np.zeros(data.shape[0], dtype=np.uint16)
+    bits = data.view(np.uint64)
+    distinct = 0
+    n = indptr.shape[0] - 1
+    for i in range(n):
+        for k in range(indptr[i], indptr[i + 1]):
+            if indices[k] == i:
+                continue
+            key = bits[k]
+            z = key + np.uint64(0x9E3779B97F4A7C15)
+            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            slot = np.int64((z ^ (z >> np.uint64(31))) & np.uint64(size - 1))
+            while slot_code[slot] >= 0 and keys[slot] != key:
+                slot = (slot + 1) & (size - 1)
+            if slot_code[slot] < 0:
+                if distinct == _CODES:
+                    return False, codes, table
+                keys[slot] = key
+                slot_code[slot] = distinct
+                table[distinct] = data[k]
+                distinct += 1
+            codes[k] = slot_code[slot]
+    return True, codes, table[:distinct].copy()
+
+
+@njit(inline="always")
+def _value(entries: NDArray[Any], table: NDArray[np.float64] | None, k: int) -> float:
+    """Entry ``k``: the stored value, or the table's value for the stored code."""
+    if table is None:
+        return entries[k]
+    return table[entries[k]]
 
 
 @njit(cache=True, nogil=True)
 def _forward_solve(
     lower_ptr: NDArray[np.int64],
     lower_idx: NDArray[np.int32],
-    lower_val: NDArray[np.float64],
+    lower_val: NDArray[Any],
     diag: NDArray[np.float64],
     fixed: int,
     rhs: NDArray[np.float64],
     out: NDArray[np.float64],
+    table: NDArray[np.float64] | None,
 ) -> None:
     """``out = M^-1 rhs`` with ``M = D + L``; row ``fixed`` is the identity."""
     n = rhs.shape[0]
@@ -106,7 +163,7 @@ def _forward_solve(
         s = rhs[i]
         if i != fixed:
             for k in range(lower_ptr[i], lower_ptr[i + 1]):
-                s -= lower_val[k] * out[lower_idx[k]]
+                s -= _value(lower_val, table, k) * out[lower_idx[k]]
             s /= diag[i]
         out[i] = s
 
@@ -115,11 +172,11 @@ def _forward_solve(
 def _precondition_apply(
     lower_ptr: NDArray[np.int64],
     lower_idx: NDArray[np.int32],
-    lower_val: NDArray[np.float64],
+    lower_val: NDArray[Any],
     diag: NDArray[np.float64],
     upper_ptr: NDArray[np.int64],
     upper_idx: NDArray[np.int32],
-    upper_val: NDArray[np.float64],
+    upper_val: NDArray[Any],
     fixed: int,
     p: NDArray[np.float64],
     phat: NDArray[np.float64],
@@ -128,6 +185,7 @@ def _precondition_apply(
     r: NDArray[np.float64],
     beta: float,
     omega: float,
+    table: NDArray[np.float64] | None,
 ) -> tuple[float, float]:
     """``phat = M^-1 p`` and ``v = A phat = p + U phat``; returns ``(w . v, v . v)``.
 
@@ -143,7 +201,7 @@ def _precondition_apply(
             p[i] = s
         if i != fixed:
             for k in range(lower_ptr[i], lower_ptr[i + 1]):
-                s -= lower_val[k] * phat[lower_idx[k]]
+                s -= _value(lower_val, table, k) * phat[lower_idx[k]]
             s /= diag[i]
         phat[i] = s
     wv = 0.0
@@ -152,7 +210,7 @@ def _precondition_apply(
         s = p[i]
         if i != fixed:
             for k in range(upper_ptr[i], upper_ptr[i + 1]):
-                s += upper_val[k] * phat[upper_idx[k]]
+                s += _value(upper_val, table, k) * phat[upper_idx[k]]
         v[i] = s
         wv += w[i] * s
         vv += s * s
@@ -163,13 +221,14 @@ def _precondition_apply(
 def _apply(
     lower_ptr: NDArray[np.int64],
     lower_idx: NDArray[np.int32],
-    lower_val: NDArray[np.float64],
+    lower_val: NDArray[Any],
     diag: NDArray[np.float64],
     upper_ptr: NDArray[np.int64],
     upper_idx: NDArray[np.int32],
-    upper_val: NDArray[np.float64],
+    upper_val: NDArray[Any],
     fixed: int,
     x: NDArray[np.float64],
+    table: NDArray[np.float64] | None,
 ) -> NDArray[np.float64]:
     """``A x``: ``(L + D + U) x`` with row ``fixed`` giving ``x[fixed]``."""
     n = x.shape[0]
@@ -180,9 +239,9 @@ def _apply(
             continue
         s = diag[i] * x[i]
         for k in range(lower_ptr[i], lower_ptr[i + 1]):
-            s += lower_val[k] * x[lower_idx[k]]
+            s += _value(lower_val, table, k) * x[lower_idx[k]]
         for k in range(upper_ptr[i], upper_ptr[i + 1]):
-            s += upper_val[k] * x[upper_idx[k]]
+            s += _value(upper_val, table, k) * x[upper_idx[k]]
         y[i] = s
     return y
 
@@ -240,18 +299,22 @@ class SplitSystem:
 
     Attributes
     ----------
-    lower, upper : tuple of (indptr, indices, data)
-        CSR arrays of the strictly lower and strictly upper parts of ``Q^T`` (rates, 1/s).
+    lower, upper : tuple of (indptr, indices, entries)
+        CSR arrays of the strictly lower and strictly upper parts of ``Q^T``; the
+        entries are the rates (1/s), or their codes in ``table``.
     diag : ndarray
         Diagonal of ``Q^T`` (minus the exit rates, 1/s).
     fixed : int
         The pinned state.
+    table : ndarray or None
+        The distinct off-diagonal rates (1/s) when the entries are codes.
     """
 
-    lower: tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.float64]]
+    lower: tuple[NDArray[np.int64], NDArray[np.int32], NDArray[Any]]
     diag: NDArray[np.float64]
-    upper: tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.float64]]
+    upper: tuple[NDArray[np.int64], NDArray[np.int32], NDArray[Any]]
     fixed: int
+    table: NDArray[np.float64] | None = None
 
     @classmethod
     def from_generator(
@@ -261,13 +324,18 @@ class SplitSystem:
         data: NDArray[np.float64],
         fixed: int,
     ) -> SplitSystem:
-        """Split the transpose of the generator whose CSR arrays are given."""
-        lp, li, lv, diag, up, ui, uv = _split_transpose(
-            np.ascontiguousarray(indptr),
-            np.ascontiguousarray(indices, dtype=np.int32),
-            np.ascontiguousarray(data, dtype=np.float64),
-        )
-        return cls((lp, li, lv), diag, (up, ui, uv), fixed)
+        """Split the transpose of the generator whose CSR arrays are given.
+
+        The rates are stored as 2-byte codes when there are at most 65,535 distinct
+        off-diagonal values, else as themselves.
+        """
+        indptr = np.ascontiguousarray(indptr)
+        indices = np.ascontiguousarray(indices, dtype=np.int32)
+        data = np.ascontiguousarray(data, dtype=np.float64)
+        coded, codes, table = _dictionary(indptr, indices, data)
+        entries = codes if coded else data
+        lp, li, lv, diag, up, ui, uv = _split_transpose(indptr, indices, data, entries)
+        return cls((lp, li, lv), diag, (up, ui, uv), fixed, table if coded else None)
 
     def apply_preconditioned(
         self,
@@ -302,6 +370,7 @@ class SplitSystem:
             p if r is None else r,
             beta if r is not None else 0.0,
             omega,
+            self.table,
         )
         return float(wv), float(vv)
 
@@ -310,14 +379,17 @@ class SplitSystem:
         lp, li, lv = self.lower
         up, ui, uv = self.upper
         x = np.ascontiguousarray(x, dtype=np.float64)
-        y: NDArray[np.float64] = _apply(lp, li, lv, self.diag, up, ui, uv, self.fixed, x)
+        y: NDArray[np.float64] = _apply(
+            lp, li, lv, self.diag, up, ui, uv, self.fixed, x, self.table
+        )
         return y
 
     def precondition(self, r: NDArray[np.float64]) -> NDArray[np.float64]:
         """``M^-1 r`` with ``M = D + L`` (one forward Gauss-Seidel sweep)."""
         lp, li, lv = self.lower
         out = np.empty(len(r))
-        _forward_solve(lp, li, lv, self.diag, self.fixed, np.ascontiguousarray(r, dtype=float), out)
+        rhs = np.ascontiguousarray(r, dtype=float)
+        _forward_solve(lp, li, lv, self.diag, self.fixed, rhs, out, self.table)
         return out
 
 

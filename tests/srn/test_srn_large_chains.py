@@ -74,3 +74,21 @@ def test_large_chain_with_a_transient_state_and_one_with_two_classes():
     with pytest.raises(NotErgodicError) as info:
         steady_state(sp.csr_array(sp.block_diag([bd, bd])), method="direct")
     assert len(info.value.classes) == 2
+
+
+def test_bicgstab_gs_with_more_distinct_rates_than_it_can_code():
+    # A random chain of 5,000 states, each with 15 random successors at rates
+    # log-uniform in [0.1, 10]: 75,000 distinct rates, more than the 65,535 the
+    # solver stores as 2-byte codes, so it keeps the values themselves.  Reference:
+    # plain Gauss-Seidel sweeps (the "sor" route) on the same generator, 1e-12
+    # absolute per state; both meet the residual target.
+    rng = np.random.default_rng(3)
+    n, k = 5_000, 15
+    rows = np.repeat(np.arange(n), k)
+    cols = (rows + rng.integers(1, n, n * k)) % n
+    off = sp.coo_array((10 ** rng.uniform(-1, 1, n * k), (rows, cols)), shape=(n, n)).tocsr()
+    Q = sp.csr_array(off - sp.diags_array(np.asarray(off.sum(axis=1)).ravel()))
+    krylov = steady_state(Q, method="bicgstab-gs")
+    assert krylov.method == "bicgstab-gs"
+    sweeps = steady_state(Q, method="sor")
+    np.testing.assert_allclose(krylov.probabilities, sweeps.probabilities, rtol=0, atol=1e-12)
