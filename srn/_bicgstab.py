@@ -20,6 +20,7 @@ imported lazily like the other kernels.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -399,7 +400,7 @@ def bicgstab(
     x0: NDArray[np.float64],
     *,
     rtol: float,
-    callback: Callable[[NDArray[np.float64]], None],
+    callback: Callable[[NDArray[np.float64], float], None],
     residual_target: float = 0.0,
     maxiter: int | None = None,
 ) -> tuple[NDArray[np.float64], int]:
@@ -414,7 +415,8 @@ def bicgstab(
     rtol : float
         Stop when ``||b - A x||_2 < rtol ||b||_2`` (the recurrence residual, as SciPy).
     callback : callable
-        Called with the iterate after each iteration; may raise to stop.
+        Called after each iteration with the iterate and the estimate of its
+        normalised balance residual (1/s, see ``residual_target``); may raise to stop.
     residual_target : float
         Also stop when the balance residual of the normalised iterate,
         ``||x Q||_1 / sum(x)`` (1/s), is estimated to be at most this (0: never).  The
@@ -479,8 +481,8 @@ def bicgstab(
         rr, rho_next, r_abs, r_sum, x_sum = _full_step(x, r, phat, shat, t, rtilde, alpha, omega)
         rnorm = float(np.sqrt(rr))
         rho_prev, rho = rho, rho_next
-        callback(x)
         balance = (r_abs - abs(r[f])) + abs(r_sum - r[f])
+        callback(x, balance / x_sum if x_sum > 0.0 else math.inf)
         if x_sum > 0.0 and balance <= residual_target * x_sum:
             return x, 0
     return x, 10 * n if maxiter is None else maxiter

@@ -425,21 +425,22 @@ class _Cascade:
         return self._solve_pinned(factor)
 
     # -- iterative routes ----------------------------------------------------------
-    def _monitor(self, label: str, window: int = _STALL_WINDOW) -> Callable[[Any], None]:
+    def _monitor(self, label: str, window: int = _STALL_WINDOW) -> Callable[..., None]:
         """A callback that enforces the time and iteration limits and detects stagnation.
 
         Stagnation: the residual has not halved over ``window`` iterations.
         """
         state = {"count": 0, "best": math.inf, "since": 0}
 
-        def watch(x: Any) -> None:
+        def watch(x: Any, residual: float | None = None) -> None:
             state["count"] += 1
             count = state["count"]
             self.check_time()
             if count > self.max_iterations:
                 raise _Stopped(f"{label}: max_iterations={self.max_iterations} reached")
-            if x is not None and count % _CHECK_EVERY == 0:
-                r = self.residual_of_unnormalised(x)
+            if (x is not None or residual is not None) and count % _CHECK_EVERY == 0:
+                # A residual the route estimated as it went saves a product with Q^T.
+                r = self.residual_of_unnormalised(x) if residual is None else residual
                 if r < state["best"] / 2:
                     state["best"], state["since"] = r, count
                 elif count - state["since"] > window:
