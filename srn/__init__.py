@@ -37,7 +37,7 @@ from .rewards import (
     reward_rate,
 )
 from .solvers import AbsorptionTime, TransientSolution, time_to_absorption, transient
-from .stationary import SolverAttempt, SteadyState, steady_state
+from .stationary import SolveProgress, SolverAttempt, SteadyState, steady_state
 
 __all__ = [
     "AbsorptionError",
@@ -59,6 +59,7 @@ __all__ = [
     "ReachabilityGraph",
     "Reward",
     "SRNError",
+    "SolveProgress",
     "SolverAttempt",
     "SteadyState",
     "TransientSolution",

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 from ._generator import DENSE_MAX, as_generator
 from .errors import ConvergenceError, LimitExceededError, NotErgodicError
 
-__all__ = ["SolverAttempt", "SteadyState", "steady_state"]
+__all__ = ["SolveProgress", "SolverAttempt", "SteadyState", "steady_state"]
 
 # Banded LU is exact and quick on the long, thin chains of queues.  ``auto`` uses it when
 # the fill (states x bandwidth) and the work (states x bandwidth^2) of the reverse
@@ -52,8 +52,9 @@ _DIRECT_FLOPS = 500_000_000
 # The RCM order needs the symmetrised pattern of Q (twice its memory); beyond this many
 # states ``auto`` skips both LU routes and goes straight to the iterative ones.
 _ORDERED_MAX_STATES = 300_000
-# From this many states the irreducibility check is compiled (two searches); the
-# strong-components labelling below runs only when it fails.
+# From this many states Q^T is split for the iterative routes at once, and the
+# irreducibility check is two compiled searches on Q and that transpose; the
+# strong-components labelling runs only when they fail.
 _COMPILED_CONNECTIVITY_FROM = 100_000
 # Bytes per stored factor entry (value + row index) for the fill estimates.
 _ENTRY_BYTES = 12
@@ -88,6 +89,33 @@ class SolverAttempt:
     iterations: int = 0
     seconds: float = 0.0
     note: str = ""
+
+
+@dataclass(frozen=True)
+class SolveProgress:
+    """A report from a running steady-state solve (see the ``progress`` argument).
+
+    Attributes
+    ----------
+    method : str
+        The route running (see :func:`steady_state`).
+    iterations : int
+        Iterations it has run so far (0 when it starts).
+    residual : float
+        ``||pi Q||_1`` of its current iterate, normalised, in 1/s: computed, or for
+        ``bicgstab-gs`` estimated from the recurrence residual; ``nan`` when the
+        route has none yet (direct routes, GMRES).
+    target : float
+        The residual the solve must reach (1/s).
+    seconds : float
+        Wall time since the solve started.
+    """
+
+    method: str
+    iterations: int
+    residual: float
+    target: float
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -134,6 +162,7 @@ def steady_state(
     max_iterations: int = 5_000,
     time_limit: float | None = None,
     memory_limit: float = _MEMORY_LIMIT,
+    progress: Callable[[SolveProgress], None] | None = None,
 ) -> SteadyState:
     """Solve ``pi Q = 0``, ``sum(pi) = 1`` for an irreducible (or unichain) CTMC.
 
@@ -155,6 +184,10 @@ def steady_state(
         Wall-clock seconds the whole solve may use.
     memory_limit : float
         Bytes the LU or ILU factors may take, estimated before factorising.
+    progress : callable, optional
+        Called with a :class:`SolveProgress` when each route starts and then every
+        10 iterations of an iterative route, from the solving thread.  An exception
+        it raises stops the solve and propagates (a way to cancel it).
 
     Returns
     -------
@@ -183,13 +216,25 @@ def steady_state(
         raise ValueError(f"unknown method {method!r}; use 'auto', 'iterative' or one of {_ROUTES}")
     Q = as_generator(Q)
     n = Q.shape[0]
-    recurrent = _single_closed_class(Q)
-    sub = Q if len(recurrent) == n else sp.csr_array(Q[recurrent][:, recurrent])
+    split = None
+    if n >= _COMPILED_CONNECTIVITY_FROM:
+        # Q^T split for the iterative routes; its pattern serves the irreducibility
+        # check first (the pin is chosen later).
+        from ._bicgstab import SplitSystem
+
+        split = SplitSystem.from_generator(Q.indptr, Q.indices, Q.data, 0)
+    recurrent = _single_closed_class(Q, split)
+    if len(recurrent) == n:
+        sub = Q
+    else:
+        sub, split = sp.csr_array(Q[recurrent][:, recurrent]), None
     m = sub.shape[0]
     if m == 1:
         x, attempts = np.ones(1), [SolverAttempt("dense", 0.0)]
     else:
-        cascade = _Cascade(sub, tol, max_iterations, time_limit, memory_limit, start)
+        cascade = _Cascade(
+            sub, tol, max_iterations, time_limit, memory_limit, start, progress, split
+        )
         x, attempts = cascade.run(method)
     pi = np.zeros(n)
     pi[recurrent] = x
@@ -211,15 +256,22 @@ def _residual_of(Q: sp.csr_array, pi: NDArray[np.float64]) -> float:
     return float(np.abs(Q.T @ pi).sum())
 
 
-def _single_closed_class(Q: sp.csr_array) -> NDArray[np.intp]:
-    """States of the only closed communicating class; NotErgodicError if there are more."""
+def _single_closed_class(Q: sp.csr_array, split: Any = None) -> NDArray[np.intp]:
+    """States of the only closed communicating class; NotErgodicError if there are more.
+
+    ``split``, the :class:`srn._bicgstab.SplitSystem` of ``Q^T`` if built, lets two
+    compiled searches (forward on ``Q``, backward on its transpose) settle the common
+    irreducible case.
+    """
     n = Q.shape[0]
     if n == 1:
         return np.arange(1)
-    if n >= _COMPILED_CONNECTIVITY_FROM:
-        from ._connectivity import is_irreducible
+    if split is not None:
+        from ._connectivity import reaches_all
 
-        if is_irreducible(Q.indptr.astype(np.int64), Q.indices):
+        none_ptr, none_idx = np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        forward = reaches_all(Q.indptr.astype(np.int64), Q.indices, none_ptr, none_idx)
+        if forward and reaches_all(*split.lower[:2], *split.upper[:2]):
             return np.arange(n)
     # Strong components ignore self-loops, so the diagonal needs no removing.
     n_classes, labels = csgraph.connected_components(Q, directed=True, connection="strong")
@@ -258,8 +310,12 @@ class _Cascade:
         time_limit: float | None,
         memory_limit: float,
         start: float,
+        progress: Callable[[SolveProgress], None] | None = None,
+        split: Any = None,
     ) -> None:
         self.sub = sub
+        self.progress = progress
+        self.split = split
         self.m = sub.shape[0]
         self.diag = -sub.diagonal()
         self.scale = float(self.diag.max())
@@ -284,6 +340,12 @@ class _Cascade:
 
     def residual(self, x: NDArray[np.float64]) -> float:
         return _residual_of(self.sub, x)
+
+    def report(self, method: str, iterations: int, residual: float = math.nan) -> None:
+        """Tell the ``progress`` callback, if any, where the solve stands."""
+        if self.progress is not None:
+            seconds = time.perf_counter() - self.start
+            self.progress(SolveProgress(method, iterations, residual, self.target, seconds))
 
     def check_time(self) -> None:
         if self.time_limit is not None:
@@ -321,6 +383,7 @@ class _Cascade:
             began = time.perf_counter()
             iterations, note, x = 0, "", None
             self.route_name = route
+            self.report(route, 0)
             try:
                 x, iterations = getattr(self, "_" + route.replace("-", "_"))()
             except _Stopped as stop:
@@ -438,9 +501,12 @@ class _Cascade:
             self.check_time()
             if count > self.max_iterations:
                 raise _Stopped(f"{label}: max_iterations={self.max_iterations} reached")
+            if x is None and residual is None and count % _CHECK_EVERY == 0:
+                self.report(label, int(count))
             if (x is not None or residual is not None) and count % _CHECK_EVERY == 0:
                 # A residual the route estimated as it went saves a product with Q^T.
                 r = self.residual_of_unnormalised(x) if residual is None else residual
+                self.report(label, int(count), r)
                 if r < state["best"] / 2:
                     state["best"], state["since"] = r, count
                 elif count - state["since"] > window:
@@ -468,7 +534,12 @@ class _Cascade:
 
         n = self.m
         fixed = self._pin()
-        system = SplitSystem.from_generator(self.sub.indptr, self.sub.indices, self.sub.data, fixed)
+        if self.split is not None:
+            system = replace(self.split, fixed=fixed)
+        else:
+            system = SplitSystem.from_generator(
+                self.sub.indptr, self.sub.indices, self.sub.data, fixed
+            )
         b = np.zeros(n)
         b[fixed] = 1.0
         watch = self._monitor("bicgstab-gs")

@@ -136,3 +136,30 @@ def test_bicgstab_gs_agrees_with_gauss_seidel_sweeps_on_kanban_3():
     sweeps = steady_state(Q, method="sor")
     assert sweeps.method == "sor"
     np.testing.assert_allclose(krylov.probabilities, sweeps.probabilities, rtol=0, atol=1e-11)
+
+
+def test_steady_state_reports_its_progress_and_stops_when_the_callback_raises():
+    # Kanban N = 3 takes a few dozen BiCGSTAB iterations: one report when the route
+    # starts (no residual yet), then one every 10 iterations with a finite residual
+    # estimate; times never decrease.  A callback that raises cancels the solve.
+    Q = reachability_graph(kanban(3)).generator()
+    reports = []
+    result = steady_state(Q, method="bicgstab-gs", progress=reports.append)
+    first, rest = reports[0], reports[1:]
+    assert (first.method, first.iterations) == ("bicgstab-gs", 0)
+    assert np.isnan(first.residual)
+    assert [r.iterations for r in rest] == list(range(10, result.iterations + 1, 10))
+    assert all(np.isfinite(r.residual) and r.residual > 0 for r in rest)
+    assert all(r.target == first.target for r in reports)
+    seconds = [r.seconds for r in reports]
+    assert seconds == sorted(seconds)
+
+    class Cancelled(Exception):
+        pass
+
+    def cancel(report):
+        if report.iterations >= 10:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        steady_state(Q, method="bicgstab-gs", progress=cancel)
