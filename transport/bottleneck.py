@@ -47,6 +47,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _validation as check
+from ._cells_kernel import cells_worth_splitting
 from .curve import TransferCurve
 from .errors import NoCompletingRateError, TransportParameterError
 from .rbudp import (
@@ -243,18 +244,10 @@ def _cells_to_split(
     The arrays are sorted by rate; entry 0 is rate 0 (T = +inf).  ``low[i]`` is the lower
     bound on T inside cell ``i`` (see :func:`_cell_bounds`; the last entry is unused).
     """
-    best = float(np.min(totals))
     # A cell can beat its two ends only through a jump of ceil(N_resend) inside it (the
     # lower side of a jump dips below both scanned ends: the sawtooth's teeth), or
     # through a smooth dip, which the samples show as a local minimum at one of its ends.
-    # inf != finite also flags the edge of the never-completes region.
-    jump = rounds[:-1] != rounds[1:]
-    before = np.concatenate(([np.inf], totals[:-1]))
-    after = np.concatenate((totals[1:], [np.inf]))
-    at_min = np.isfinite(totals) & (totals <= before) & (totals <= after)
-    near_min = at_min[:-1] | at_min[1:]
-    wide = (rates[1:] - rates[:-1]) > resolution
-    alive = np.flatnonzero((low[:-1] <= best) & wide & (jump | near_min))
+    alive = cells_worth_splitting(rates, totals, rounds, low, resolution)
     if alive.size > _MAX_SPLIT_CELLS:
         # Lowest bounds first; ties by rate so that the choice is deterministic.
         keep = np.lexsort((alive, low[alive]))[:_MAX_SPLIT_CELLS]

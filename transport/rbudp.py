@@ -29,7 +29,6 @@ Conventions fixed here (the paper leaves them open):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
@@ -38,6 +37,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _validation as check
 from ._json import json_array
+from ._terms_kernel import time_terms
 from .errors import TransportParameterError
 
 __all__ = [
@@ -127,41 +127,18 @@ def transfer_time_terms(
     >>> t.rounds.tolist(), t.completes.tolist()
     ([1.0], [True])
     """
-    byte_rate = rate_bps / 8.0
-    completes = loss < 1.0
-    lossy = (loss > 0.0) & completes
-    # A harmless stand-in where the log is not needed (l = 0 or l >= 1) keeps log() free of
-    # divide-by-zero warnings and -inf/NaN intermediates; those entries are masked below.
-    safe_loss = np.where(lossy, loss, 0.5)
-    log_loss = np.log(safe_loss)
-    # ln(S_pkt / S) <= 0 for any file of more than one packet; a one-packet file needs no
-    # resend round (see the module docstring), hence the clamp.
-    log_ratio = min(math.log(payload_bytes / total_bytes), 0.0)
-    if log_ratio < 0.0:
-        n_resend = np.where(lossy, log_ratio / log_loss, 0.0)
-    else:
-        n_resend = np.zeros(np.shape(loss))
-    resend_rounds = np.ceil(n_resend * (1.0 - _CEIL_RELATIVE_SLACK))
-    # sum_{i=1..n} l * S_{i-1} = S * sum_{i=1..n} l**i = S * l * (1 - l**n) / (1 - l).  The
-    # closed form replaces a loop of up to ~1e17 terms as l -> 1; 1 - l**n is computed as
-    # -expm1(n ln l) so it keeps its digits when l**n is close to 1 (tiny l, n = 1 is fine
-    # either way).  1 - l is exact for l in [0.5, 1) (Sterbenz).
-    resent_fraction = np.where(
-        lossy, safe_loss * -np.expm1(resend_rounds * log_loss) / (1.0 - safe_loss), 0.0
+    # One compiled loop (transport._terms_kernel) with the arithmetic of the module
+    # docstring; the search calls this a few times per answer with hundreds of rates.
+    return TransferTerms(
+        *time_terms(
+            np.ascontiguousarray(rate_bps, dtype=np.float64),
+            np.ascontiguousarray(loss, dtype=np.float64),
+            float(total_bytes),
+            float(payload_bytes),
+            float(delay_s),
+            _CEIL_RELATIVE_SLACK,
+        )
     )
-    first_blast = delay_s + total_bytes / byte_rate
-    resend = n_resend * delay_s + total_bytes * resent_fraction / byte_rate
-    bitmap_bytes = total_bytes / (8.0 * payload_bytes)
-    feedback = (n_resend + 1.0) * (bitmap_bytes / byte_rate + delay_s)
-    total = first_blast + resend + feedback
-    rounds = resend_rounds + 1.0
-    never = ~completes
-    if never.any():
-        # Infinity only inside the library: the result objects expose `completes` and
-        # serialise these entries as None.
-        for arr in (resend, feedback, total, n_resend, rounds):
-            arr[never] = np.inf
-    return TransferTerms(first_blast, resend, feedback, total, n_resend, rounds, completes)
 
 
 def total_size_bytes(
