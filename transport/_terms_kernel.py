@@ -15,6 +15,13 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+# N_resend is a ratio of two logarithms, each rounded; when it is mathematically an
+# integer k the computed value can land a few ulps above k, and a bare ceil would then add
+# a whole extra resend round.  Values within this relative distance above an integer count
+# as that integer.  (1e-12 is ~5000 ulps: far above rounding noise, far below any real
+# change in the loss.)
+CEIL_RELATIVE_SLACK = 1e-12
+
 
 @njit(cache=True, nogil=True)
 def time_terms(
@@ -23,7 +30,6 @@ def time_terms(
     total_bytes: float,
     payload_bytes: float,
     delay_s: float,
-    ceil_slack: float,
 ) -> tuple[
     NDArray[np.float64],
     NDArray[np.float64],
@@ -33,11 +39,7 @@ def time_terms(
     NDArray[np.float64],
     NDArray[np.bool_],
 ]:
-    """First blast, resend, feedback, total (s), N_resend, rounds and ``completes``.
-
-    ``ceil_slack`` is the relative slack under which ``N_resend`` counts as the integer
-    just below it (see ``_CEIL_RELATIVE_SLACK`` in :mod:`transport.rbudp`).
-    """
+    """First blast, resend, feedback, total (s), N_resend, rounds and ``completes``."""
     n = rate_bps.shape[0]
     first_blast = np.empty(n)
     resend = np.empty(n)
@@ -66,7 +68,7 @@ def time_terms(
         if loss[i] > 0.0 and log_ratio < 0.0:
             log_loss = math.log(loss[i])
             resends = log_ratio / log_loss
-            resend_rounds = math.ceil(resends * (1.0 - ceil_slack))
+            resend_rounds = math.ceil(resends * (1.0 - CEIL_RELATIVE_SLACK))
             # sum_{i=1..n} l * S_{i-1} = S * l * (1 - l**n) / (1 - l); 1 - l**n as
             # -expm1(n ln l) keeps its digits when l**n is close to 1, and 1 - l is exact
             # for l in [0.5, 1) (Sterbenz).

@@ -47,7 +47,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _validation as check
-from ._cells_kernel import cells_worth_splitting
+from ._search_kernels import cells_worth_splitting, refine_cells, split_points
 from .curve import TransferCurve
 from .errors import NoCompletingRateError, TransportParameterError
 from .rbudp import (
@@ -409,29 +409,28 @@ def effective_bottleneck_rate(
         alive = _cells_to_split(rates, totals, rounds, low, resolution)
         if alive.size == 0:
             break
-        left, right = rates[alive], rates[alive + 1]
-        inside = left[:, None] + (right - left)[:, None] * _SPLIT_AT
-        new_rates = inside.ravel()
+        new_rates = split_points(rates, alive, _SPLIT_AT)
         new_loss = _call_loss(loss, new_rates)
-        # Each split cell becomes _SPLIT cells, between its ends and the new points.
-        ends = np.column_stack((left, inside, right))
-        end_losses = np.column_stack(
-            (losses[alive], new_loss.reshape(inside.shape), losses[alive + 1])
+        # T at the new points, the bounds of the _SPLIT sub-cells of each split cell,
+        # and the merge that keeps the arrays sorted (every new rate lies inside its own
+        # cell), in one compiled step.
+        rates, totals, losses, rounds, low, origin, raw_terms = refine_cells(
+            rates,
+            totals,
+            losses,
+            rounds,
+            low,
+            origin,
+            alive,
+            new_rates,
+            new_loss,
+            evaluations,
+            total_bytes,
+            float(payload),
+            delay,
         )
-        terms, sub_low = evaluate(new_rates, new_loss, _cell_bounds(ends, end_losses))
-        sub_low = sub_low.reshape(alive.size, _SPLIT)
-        low[alive] = sub_low[:, 0]  # the left end now starts the first part
-        passes.append(terms)
-        new_origin = np.arange(evaluations, evaluations + new_rates.size)
+        passes.append(TransferTerms(*raw_terms))
         evaluations += new_rates.size
-        # Merge, keeping the rates sorted: every new rate lies inside its own cell.
-        order = np.argsort(np.concatenate((rates, new_rates)), kind="stable")
-        rates = np.concatenate((rates, new_rates))[order]
-        totals = np.concatenate((totals, terms.total_s))[order]
-        losses = np.concatenate((losses, new_loss))[order]
-        rounds = np.concatenate((rounds, terms.rounds))[order]
-        low = np.concatenate((low, sub_low[:, 1:].ravel()))[order]
-        origin = np.concatenate((origin, new_origin))[order]
 
     # The best evaluated point; argmin takes the first, i.e. the lowest rate, on a tie.
     i = int(np.argmin(totals))

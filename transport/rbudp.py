@@ -55,13 +55,6 @@ DEFAULT_PACKET_PAYLOAD_BYTES = 1468
 #: Overhead per packet (bytes): UDP 8 + IP 24, as in the paper (1500 - 1468).
 DEFAULT_HEADER_BYTES = 32
 
-# N_resend is a ratio of two logarithms, each rounded; when it is mathematically an
-# integer k the computed value can land a few ulps above k, and a bare ceil would then add
-# a whole extra resend round.  Values within this relative distance above an integer count
-# as that integer.  (1e-12 is ~5000 ulps: far above rounding noise, far below any real
-# change in the loss.)
-_CEIL_RELATIVE_SLACK = 1e-12
-
 
 class TransferTerms(NamedTuple):
     """The pieces of T from :func:`transfer_time_terms`: 1-D arrays, one entry per rate.
@@ -136,7 +129,6 @@ def transfer_time_terms(
             float(total_bytes),
             float(payload_bytes),
             float(delay_s),
-            _CEIL_RELATIVE_SLACK,
         )
     )
 

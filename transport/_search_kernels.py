@@ -1,0 +1,169 @@
+"""Compiled steps of the branch-and-bound in :mod:`transport.bottleneck`.
+
+A pass of the search is: pick the cells to split, evaluate the user's loss at the new
+rates (Python: the loss is any callable), then evaluate T at them, bound T in each new
+sub-cell and merge the new points into the sorted arrays.  In NumPy those steps are some
+forty small temporaries per pass, which cost more than the arithmetic at the few hundred
+rates of a search; here each is one loop.  The rules themselves are documented in
+:mod:`transport.bottleneck`; the arithmetic (split points, bounds, the formula of
+:mod:`transport._terms_kernel`) is the same expression for expression, so the search
+visits the same rates and returns the same answer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+from ._terms_kernel import time_terms
+
+
+@njit(cache=True, nogil=True)
+def cells_worth_splitting(
+    rates: NDArray[np.float64],
+    totals: NDArray[np.float64],
+    rounds: NDArray[np.float64],
+    low: NDArray[np.float64],
+    resolution: float,
+) -> NDArray[np.intp]:
+    """Indices ``i`` (ascending) of the cells ``[rates[i], rates[i + 1]]`` that can hold a
+    better T than the best evaluated one and are wider than ``resolution`` (bit/s).
+
+    A cell qualifies when its lower bound ``low[i]`` does not exceed the best T, and it
+    holds a jump (``rounds`` differs at its ends; inf != finite marks the edge of the
+    never-completes region) or one of its ends is a local minimum of the finite samples.
+    """
+    n = rates.shape[0]
+    best = np.inf
+    for i in range(n):
+        if totals[i] < best:
+            best = totals[i]
+    at_min = np.zeros(n, dtype=np.bool_)
+    for i in range(n):
+        t = totals[i]
+        before = totals[i - 1] if i > 0 else np.inf
+        after = totals[i + 1] if i + 1 < n else np.inf
+        at_min[i] = t < np.inf and t <= before and t <= after
+    alive = np.empty(max(n - 1, 0), dtype=np.intp)
+    count = 0
+    for i in range(n - 1):
+        if (
+            low[i] <= best
+            and rates[i + 1] - rates[i] > resolution
+            and (rounds[i] != rounds[i + 1] or at_min[i] or at_min[i + 1])
+        ):
+            alive[count] = i
+            count += 1
+    return alive[:count]
+
+
+@njit(cache=True, nogil=True)
+def split_points(
+    rates: NDArray[np.float64], alive: NDArray[np.intp], split_at: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """The new rates: ``left + (right - left) * f`` for each cell in ``alive`` and each
+    fraction ``f`` of ``split_at``, cell after cell (ascending)."""
+    inner = split_at.shape[0]
+    out = np.empty(alive.shape[0] * inner)
+    for c in range(alive.shape[0]):
+        left = rates[alive[c]]
+        width = rates[alive[c] + 1] - left
+        for k in range(inner):
+            out[c * inner + k] = left + width * split_at[k]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def refine_cells(
+    rates: NDArray[np.float64],
+    totals: NDArray[np.float64],
+    losses: NDArray[np.float64],
+    rounds: NDArray[np.float64],
+    low: NDArray[np.float64],
+    origin: NDArray[np.intp],
+    alive: NDArray[np.intp],
+    new_rates: NDArray[np.float64],
+    new_loss: NDArray[np.float64],
+    first_origin: int,
+    total_bytes: float,
+    payload_bytes: float,
+    delay_s: float,
+) -> tuple[
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.intp],
+    tuple[
+        NDArray[np.float64],
+        NDArray[np.float64],
+        NDArray[np.float64],
+        NDArray[np.float64],
+        NDArray[np.float64],
+        NDArray[np.float64],
+        NDArray[np.bool_],
+    ],
+]:
+    """One pass's evaluation and merge, after the loss was evaluated at ``new_rates``.
+
+    Each cell ``alive[c]`` was cut by the ``inner`` rates ``new_rates[c * inner:]`` into
+    ``inner + 1`` sub-cells.  Returns the merged, still sorted ``rates``, ``totals``,
+    ``losses``, ``rounds``, ``low`` (the bound of the cell each point starts: T at the
+    sub-cell's right end with the smaller of its two end losses) and ``origin`` (the new
+    points numbered from ``first_origin``), and T's terms at the new points.
+    """
+    cells = alive.shape[0]
+    inner = new_rates.shape[0] // cells
+    terms = time_terms(new_rates, new_loss, total_bytes, payload_bytes, delay_s)
+    new_total, new_rounds = terms[3], terms[5]
+    # Bounds of the sub-cells, cell after cell: sub-cell s ends at point s (the right end
+    # of the cell for the last one).
+    bound_rates = np.empty(cells * (inner + 1))
+    bound_loss = np.empty(cells * (inner + 1))
+    for c in range(cells):
+        i = alive[c]
+        previous = losses[i]
+        for s in range(inner + 1):
+            if s < inner:
+                at, value = new_rates[c * inner + s], new_loss[c * inner + s]
+            else:
+                at, value = rates[i + 1], losses[i + 1]
+            bound_rates[c * (inner + 1) + s] = at
+            bound_loss[c * (inner + 1) + s] = min(previous, value)
+            previous = value
+    sub_low = time_terms(bound_rates, bound_loss, total_bytes, payload_bytes, delay_s)[3]
+    n = rates.shape[0] + new_rates.shape[0]
+    out_rates = np.empty(n)
+    out_totals = np.empty(n)
+    out_losses = np.empty(n)
+    out_rounds = np.empty(n)
+    out_low = np.empty(n)
+    out_origin = np.empty(n, dtype=np.intp)
+    j = 0
+    c = 0
+    for i in range(rates.shape[0]):
+        out_rates[j] = rates[i]
+        out_totals[j] = totals[i]
+        out_losses[j] = losses[i]
+        out_rounds[j] = rounds[i]
+        out_origin[j] = origin[i]
+        if c < cells and alive[c] == i:
+            # The left end now starts the first sub-cell; the new points follow it.
+            out_low[j] = sub_low[c * (inner + 1)]
+            j += 1
+            for k in range(inner):
+                p = c * inner + k
+                out_rates[j] = new_rates[p]
+                out_totals[j] = new_total[p]
+                out_losses[j] = new_loss[p]
+                out_rounds[j] = new_rounds[p]
+                out_low[j] = sub_low[c * (inner + 1) + k + 1]
+                out_origin[j] = first_origin + p
+                j += 1
+            c += 1
+        else:
+            out_low[j] = low[i]
+            j += 1
+    return out_rates, out_totals, out_losses, out_rounds, out_low, out_origin, terms
