@@ -167,3 +167,62 @@ def refine_cells(
             out_low[j] = low[i]
             j += 1
     return out_rates, out_totals, out_losses, out_rounds, out_low, out_origin, terms
+
+
+@njit(cache=True, nogil=True)
+def scan_cells(
+    scan: NDArray[np.float64],
+    scan_loss: NDArray[np.float64],
+    total_bytes: float,
+    payload_bytes: float,
+    delay_s: float,
+) -> tuple[
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.intp],
+    tuple[
+        NDArray[np.float64],
+        NDArray[np.float64],
+        NDArray[np.float64],
+        NDArray[np.float64],
+        NDArray[np.float64],
+        NDArray[np.float64],
+        NDArray[np.bool_],
+    ],
+]:
+    """The search's arrays after the coarse scan, headed by rate 0, and T's terms there.
+
+    Rate 0 is a cell end that is never evaluated: T is +inf there, and the no-traffic
+    limit (loss 0, one round) stands in for the bound and the jump test of the first cell
+    ``(0, scan[0]]``.  Returns ``rates``, ``totals``, ``losses``, ``rounds``, ``low``
+    (cell ``i`` ends at ``scan[i]``: T there with the smaller of its two end losses) and
+    ``origin`` (-1 for rate 0, then the scan's indices), in the layout of
+    :func:`refine_cells`.
+    """
+    n = scan.shape[0]
+    terms = time_terms(scan, scan_loss, total_bytes, payload_bytes, delay_s)
+    bound_loss = np.empty(n)
+    previous = 0.0
+    for i in range(n):
+        bound_loss[i] = min(previous, scan_loss[i])
+        previous = scan_loss[i]
+    bounds = time_terms(scan, bound_loss, total_bytes, payload_bytes, delay_s)[3]
+    rates = np.empty(n + 1)
+    totals = np.empty(n + 1)
+    losses = np.empty(n + 1)
+    rounds = np.empty(n + 1)
+    low = np.empty(n + 1)
+    origin = np.empty(n + 1, dtype=np.intp)
+    rates[0], totals[0], losses[0], rounds[0], origin[0] = 0.0, np.inf, 0.0, 1.0, -1
+    for i in range(n):
+        rates[i + 1] = scan[i]
+        totals[i + 1] = terms[3][i]
+        losses[i + 1] = scan_loss[i]
+        rounds[i + 1] = terms[5][i]
+        low[i] = bounds[i]
+        origin[i + 1] = i
+    low[n] = np.inf  # the last point starts no cell
+    return rates, totals, losses, rounds, low, origin, terms
