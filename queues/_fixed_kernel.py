@@ -15,6 +15,37 @@ from numba import njit
 from numpy.typing import NDArray
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _block_suffix(
+    levels: NDArray[np.float64],
+    first: int,
+    served: int,
+    suffix: NDArray[np.float64],
+    running: NDArray[np.float64],
+) -> None:
+    """``suffix[j] = sum of levels[first + j : first + served]`` per rate (0 for
+    ``j >= served``), then ``running`` reset to 0 for the new block's prefix sum.
+
+    Rows ``first .. first + N - 1`` of ``levels`` hold the last block's N levels (an
+    offset rather than a slice: Numba vectorises loops over whole C-ordered arrays
+    only); the rates are the inner loop so that every loop runs along contiguous rows.
+    ``running`` is the accumulator.
+    """
+    N, R = suffix.shape
+    for r in range(R):
+        running[r] = 0.0
+    for j in range(N - 1, -1, -1):
+        if j < served:
+            for r in range(R):
+                running[r] += levels[first + j, r]
+                suffix[j, r] = running[r]
+        else:
+            for r in range(R):
+                suffix[j, r] = running[r]
+    for r in range(R):
+        running[r] = 0.0
+
+
 @njit(cache=True, nogil=True)
 def linear_recursion(ratio: NDArray[np.float64], K: int, N: int) -> NDArray[np.float64]:
     """Unnormalised ``pi(n)`` with ``pi(K) = 1``, shape (K + 1, R), row n = level n.
@@ -32,21 +63,7 @@ def linear_recursion(ratio: NDArray[np.float64], K: int, N: int) -> NDArray[np.f
     for d in range(1, K + 1):
         t = d % N
         if t == 0:
-            # suffix[j] = sum of the previous block's levels j..served-1, with the rates
-            # innermost so that every loop runs along contiguous rows.
-            served = last_served - (d - N) + 1
-            for r in range(R):
-                running[r] = 0.0  # the accumulator here, then the new block's prefix sum
-            for j in range(N - 1, -1, -1):
-                if j < served:
-                    for r in range(R):
-                        running[r] += P[d - N + j, r]
-                        suffix[j, r] = running[r]
-                else:
-                    for r in range(R):
-                        suffix[j, r] = running[r]
-            for r in range(R):
-                running[r] = 0.0
+            _block_suffix(P, d - N, last_served - (d - N) + 1, suffix, running)
         for r in range(R):
             value = ratio[r] * (running[r] + suffix[t, r])
             P[d, r] = value
@@ -100,20 +117,7 @@ def linear_loss(
     for d in range(1, K + 1):
         t = d % N
         if t == 0:
-            # As in linear_recursion, from the block kept here.
-            served = last_served - (d - N) + 1
-            for r in range(R):
-                running[r] = 0.0
-            for j in range(N - 1, -1, -1):
-                if j < served:
-                    for r in range(R):
-                        running[r] += block[j, r]
-                        suffix[j, r] = running[r]
-                else:
-                    for r in range(R):
-                        suffix[j, r] = running[r]
-            for r in range(R):
-                running[r] = 0.0
+            _block_suffix(block, 0, last_served - (d - N) + 1, suffix, running)
         # Two loops rather than a test per rate, so that each vectorises.
         if d <= last_served:
             for r in range(R):

@@ -16,7 +16,20 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from ._terms_kernel import time_terms
+from ._terms_kernel import TermArrays, time_terms
+
+#: The search's sorted arrays -- rates (bit/s), T (s), losses, rounds, the bounds of the
+#: cells the points start (s), where each point was evaluated -- and T's terms at the
+#: points just evaluated.
+SearchArrays = tuple[
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.intp],
+    TermArrays,
+]
 
 
 @njit(cache=True, nogil=True)
@@ -89,23 +102,7 @@ def refine_cells(
     total_bytes: float,
     payload_bytes: float,
     delay_s: float,
-) -> tuple[
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.intp],
-    tuple[
-        NDArray[np.float64],
-        NDArray[np.float64],
-        NDArray[np.float64],
-        NDArray[np.float64],
-        NDArray[np.float64],
-        NDArray[np.float64],
-        NDArray[np.bool_],
-    ],
-]:
+) -> SearchArrays:
     """One pass's evaluation and merge, after the loss was evaluated at ``new_rates``.
 
     Each cell ``alive[c]`` was cut by the ``inner`` rates ``new_rates[c * inner:]`` into
@@ -176,23 +173,7 @@ def scan_cells(
     total_bytes: float,
     payload_bytes: float,
     delay_s: float,
-) -> tuple[
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.intp],
-    tuple[
-        NDArray[np.float64],
-        NDArray[np.float64],
-        NDArray[np.float64],
-        NDArray[np.float64],
-        NDArray[np.float64],
-        NDArray[np.float64],
-        NDArray[np.bool_],
-    ],
-]:
+) -> SearchArrays:
     """The search's arrays after the coarse scan, headed by rate 0, and T's terms there.
 
     Rate 0 is a cell end that is never evaluated: T is +inf there, and the no-traffic

@@ -22,6 +22,17 @@ from numpy.typing import NDArray
 # change in the loss.)
 CEIL_RELATIVE_SLACK = 1e-12
 
+#: First blast, resend, feedback and total (s), N_resend, rounds, and ``completes``.
+TermArrays = tuple[
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.float64],
+    NDArray[np.bool_],
+]
+
 
 @njit(cache=True, nogil=True)
 def time_terms(
@@ -30,15 +41,7 @@ def time_terms(
     total_bytes: float,
     payload_bytes: float,
     delay_s: float,
-) -> tuple[
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.bool_],
-]:
+) -> TermArrays:
     """First blast, resend, feedback, total (s), N_resend, rounds and ``completes``."""
     n = rate_bps.shape[0]
     first_blast = np.empty(n)
