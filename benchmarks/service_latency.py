@@ -19,7 +19,8 @@ The three phases run in alternating blocks (``--block`` requests each, 50 by def
 healthz, uncached, cached, healthz, ...), so that a change in the machine's load during
 the run (these machines are shared) weighs on the three alike and the ratios stay fair;
 within a block the requests are back to back, as in a sequential run.  It prints p50,
-p99 and mean latency and requests/s for each, and the ratios against ``/healthz``.
+p99 and mean latency and requests/s for each, the ratios against ``/healthz``, and the
+model's share of an uncached request (the mean of the service's own solve-time histogram).
 Targets (issue #6): uncached p50 within 3x of the ``/healthz`` p50; cached throughput at
 least 80 % of the ``/healthz`` throughput.  Figures only: nothing is asserted.
 The client is the standard library's ``http.client`` (cheaper per request than httpx, so
@@ -130,6 +131,24 @@ def summarise(latencies: list[float], elapsed: float) -> dict[str, float]:
     }
 
 
+_SOLVE_SERIES = 'blastrate_solve_duration_seconds_{}{{kind="bottleneck",where="process"}}'
+
+
+def solve_totals(conn: http.client.HTTPConnection) -> tuple[float, float]:
+    """The service's own tally of in-process bottleneck computations: (seconds, count),
+    from its Prometheus solve-time histogram (the model alone, timed in the thread)."""
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        values[name] = value
+    return (
+        float(values.get(_SOLVE_SERIES.format("sum"), 0.0)),
+        float(values.get(_SOLVE_SERIES.format("count"), 0.0)),
+    )
+
+
 def bottleneck_path(cpu: int, io: int, size: int, delay_ms: float, cores: int = 1) -> str:
     query = {
         "cpu_tasks": cpu,
@@ -181,6 +200,7 @@ def main() -> None:
         # no two requests share a cache key.
         cached_path = bottleneck_path(2, 1, 500_000_000, 100.0)
         measure(conn, [cached_path])  # fill the cache entry
+        solve_before = solve_totals(conn)
         phases: dict[str, tuple[list[float], float]] = {
             name: ([], 0.0) for name in ("healthz", "uncached", "cached")
         }
@@ -193,8 +213,11 @@ def main() -> None:
             ):
                 latencies, elapsed = timed_requests(conn, paths)
                 phases[name] = (phases[name][0] + latencies, phases[name][1] + elapsed)
+        solve_after = solve_totals(conn)
         conn.close()
         health, uncached, cached = (summarise(*phases[k]) for k in phases)
+        solves = solve_after[1] - solve_before[1]
+        model_ms = 1e3 * (solve_after[0] - solve_before[0]) / max(solves, 1.0)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -223,6 +246,11 @@ def main() -> None:
     print(f"uncached p50 / healthz p50      = {p50_ratio:.2f}  (target <= 3)")
     print(f"cached req/s / healthz req/s    = {rps_ratio:.2f}  (target >= 0.80)")
     print(
+        f"the model alone, mean of the {solves:.0f} uncached computations (the service's "
+        f"solve histogram): {model_ms:.3f} ms; the rest of an uncached request (HTTP, "
+        f"validation, cache, the thread hop) is about {uncached['mean_ms'] - model_ms:.3f} ms"
+    )
+    print(
         json.dumps(
             {
                 "healthz": health,
@@ -230,6 +258,7 @@ def main() -> None:
                 "cached": cached,
                 "uncached_p50_ratio": p50_ratio,
                 "cached_rps_ratio": rps_ratio,
+                "model_mean_ms": model_ms,
             }
         )
     )
