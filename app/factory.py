@@ -347,7 +347,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(task), settings.shutdown_timeout_s)
             await anyio.to_thread.run_sync(state.pool.close)
-            await anyio.to_thread.run_sync(state.close_compute_threads)
+            state.close_compute_threads()  # on the loop, which submits the work
             await anyio.to_thread.run_sync(lambda: stop_probe(state))
             await anyio.to_thread.run_sync(jobs.close)
             mark_worker_dead(metrics_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -16,6 +17,7 @@ from starlette.responses import Response
 from .cache import CachedBody, QueryIndex, ResultCache, cache_key, etag_matches
 from .observability import Metrics
 from .pool import SolvePool
+from .problems import ProblemError
 from .settings import Settings
 
 __all__ = ["ServiceState", "encode", "respond", "service"]
@@ -39,6 +41,7 @@ class ServiceState:
     extras: dict[str, Any] = field(default_factory=dict)
     #: The threads that compute in-process work (see :attr:`compute_threads`).
     _compute_threads: ThreadPoolExecutor | None = None
+    _compute_closed: bool = False
     #: Cache keys being computed right now -> the one task computing each.
     _in_flight: dict[str, asyncio.Task[CachedBody]] = field(default_factory=dict)
 
@@ -99,18 +102,39 @@ class ServiceState:
     async def run_in_thread(self, function: Callable[[], T]) -> T:
         """``function()`` in one of the compute threads; the event loop only waits.
 
-        A caller that is cancelled stops waiting; the thread finishes the work (Python
-        threads cannot be interrupted) and its result is dropped.
+        It runs in a copy of the caller's context, so the request id reaches what it
+        logs and the problems it raises.  A caller that is cancelled stops waiting: work
+        already running finishes and its result is dropped (only the solve guard of
+        :mod:`app.guard` can stop a thread early, where it is used); queued work is
+        dropped at shutdown.
+
+        Raises
+        ------
+        ProblemError
+            ``service-unavailable`` (503) once the threads are closed at shutdown.
         """
-        return await asyncio.get_running_loop().run_in_executor(self.compute_threads, function)
+        if self._compute_closed:
+            raise ProblemError(
+                "service-unavailable",
+                "the server is shutting down",
+                headers={"Retry-After": str(self.pool.retry_after_s)},
+            )
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(
+            self.compute_threads, context.run, function
+        )
 
     def close_compute_threads(self) -> None:
-        """Drop queued work and let the threads end after their current work (at
-        shutdown; not waited for here: shutdown has its own time bound, and in-process
-        work is bounded by the solve guard)."""
+        """At shutdown, on the event loop: refuse new work (503), drop queued work, and
+        let the threads end after their current work.
+
+        Not waited for here: the shutdown has its own time bound.  The threads are not
+        daemons, so the interpreter still joins them at exit; in-process work is small by
+        construction (larger chains go to the worker pool, where a wall-time limit holds).
+        """
+        self._compute_closed = True
         if self._compute_threads is not None:
             self._compute_threads.shutdown(wait=False, cancel_futures=True)
-            self._compute_threads = None
 
     async def encoded(self, body: Any) -> bytes:
         """``body`` encoded as JSON in a compute thread (a large body takes milliseconds)."""

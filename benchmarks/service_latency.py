@@ -143,10 +143,14 @@ def solve_totals(conn: http.client.HTTPConnection) -> tuple[float, float]:
     for line in text.splitlines():
         name, _, value = line.rpartition(" ")
         values[name] = value
-    return (
-        float(values.get(_SOLVE_SERIES.format("sum"), 0.0)),
-        float(values.get(_SOLVE_SERIES.format("count"), 0.0)),
-    )
+    try:
+        return float(values[_SOLVE_SERIES.format("sum")]), float(
+            values[_SOLVE_SERIES.format("count")]
+        )
+    except KeyError:
+        raise SystemExit(
+            f"/metrics has no {_SOLVE_SERIES.format('count')}: the model's share cannot be told"
+        ) from None
 
 
 def bottleneck_path(cpu: int, io: int, size: int, delay_ms: float, cores: int = 1) -> str:
@@ -217,7 +221,9 @@ def main() -> None:
         conn.close()
         health, uncached, cached = (summarise(*phases[k]) for k in phases)
         solves = solve_after[1] - solve_before[1]
-        model_ms = 1e3 * (solve_after[0] - solve_before[0]) / max(solves, 1.0)
+        if solves < 1:
+            raise SystemExit("no uncached computation was counted by the service's metrics")
+        model_ms = 1e3 * (solve_after[0] - solve_before[0]) / solves
     finally:
         server.terminate()
         server.wait(timeout=30)

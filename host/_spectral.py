@@ -9,7 +9,6 @@ vectorised expression, and quantiles a few Newton steps.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 import scipy.linalg as la
@@ -47,8 +46,60 @@ class SpectralSurvival:
         return np.where(t == 0, 1.0, np.clip(self.raw(t), 0.0, 1.0))
 
 
-#: The spectral expansion and its a-posteriori error, computed when first needed.
-Spectrum = Callable[[], tuple[SpectralSurvival, float]]
+class Spectrum:
+    """The expansion ``P(X > t) = sum_k c_k exp(lam_k t)`` of a symmetrised T, computed
+    when first called, with its a-posteriori error.
+
+    It keeps what the eigen-decomposition needs -- S itself (dense), or its diagonal,
+    off-diagonal and state order (tridiagonal) -- and the vectors of the expansion, so
+    the bottleneck rate, which needs only the solved mean, never pays for it.  Plain
+    arrays only (no closures, no compiled nets), so a result that holds one pickles.
+
+    Parameters
+    ----------
+    left, right : ndarray
+        ``alpha D^(-1/2)`` and ``D^(1/2) 1``.
+    mean : float
+        The mean solved with T (s): the expansion's mean is checked against it.
+    dense : ndarray, optional
+        S as a dense (nt, nt) matrix.
+    tridiagonal : tuple of ndarray, optional
+        ``(diagonal, off_diagonal, order)``: S in the states' order ``order``.
+    computed : tuple, optional
+        ``(survival, error)`` already found (Lanczos, which needs them to converge).
+    """
+
+    def __init__(
+        self,
+        left: NDArray[np.float64],
+        right: NDArray[np.float64],
+        mean: float,
+        *,
+        dense: NDArray[np.float64] | None = None,
+        tridiagonal: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.intp]]
+        | None = None,
+        computed: tuple[SpectralSurvival, float] | None = None,
+    ) -> None:
+        self.left, self.right, self.mean = left, right, mean
+        self.dense, self.tridiagonal, self.computed = dense, tridiagonal, computed
+
+    def __call__(self) -> tuple[SpectralSurvival, float]:
+        """The survival function and its error bound (see :func:`spectral_solution`)."""
+        if self.computed is not None:
+            return self.computed
+        if self.tridiagonal is not None:
+            diagonal, off, order = self.tridiagonal
+            lam, v_sorted = la.eigh_tridiagonal(diagonal, off, check_finite=False)
+            V = np.empty_like(v_sorted)
+            V[order] = v_sorted
+        else:
+            assert self.dense is not None
+            lam, V = np.linalg.eigh(self.dense)
+        c = (self.left @ V) * (self.right @ V)
+        # A posteriori accuracy: the expansion must give S(0) = 1 and the solved mean.
+        spectral_mean = float(c @ (-1.0 / lam))
+        error = abs(float(c.sum()) - 1.0) + abs(spectral_mean - self.mean) / self.mean
+        return SpectralSurvival(lam, c), error + 64 * float(np.finfo(float).eps)
 
 
 class SpectralDistribution:
@@ -171,8 +222,7 @@ def spectral_solution(
         if found is None:
             return None
         survival, mean, variance, method, error = found
-        return (lambda: (survival, error)), mean, variance, method
-    eigen: Callable[[], tuple[NDArray[np.float64], NDArray[np.float64]]]
+        return Spectrum(left, right, mean, computed=(survival, error)), mean, variance, method
     if shape.tridiagonal:
         order = shape.order
         method = "spectral-tridiagonal"
@@ -184,15 +234,9 @@ def spectral_solution(
         w = la.solve_banded((1, 1), band, u, check_finite=False)
         a = alpha[order]
         mean, second = float(a @ u), float(2.0 * a @ w)
-
-        def eigen() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-            off = np.empty(nt - 1)
-            off[shape.up_at] = sym[shape.up]
-            lam, v_sorted = la.eigh_tridiagonal(-out_rate[order], off, check_finite=False)
-            V = np.empty_like(v_sorted)
-            V[order] = v_sorted
-            return lam, V
-
+        off = np.empty(nt - 1)
+        off[shape.up_at] = sym[shape.up]
+        spectrum = Spectrum(left, right, mean, tridiagonal=(-out_rate[order], off, order))
     else:
         flat = rows * nt + cols
         method = "spectral"
@@ -201,23 +245,11 @@ def spectral_solution(
         u = np.linalg.solve(minus_T, np.ones(nt))
         w = np.linalg.solve(minus_T, u)
         mean, second = float(alpha @ u), float(2.0 * alpha @ w)
-
-        def eigen() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-            # astype: bincount returns int64 when there are no edges (I = 0), and the
-            # float diagonal assigned next would then be truncated (41600/3 -> 13866).
-            S = np.bincount(flat, weights=sym, minlength=nt * nt).astype(float).reshape(nt, nt)
-            S.flat[:: nt + 1] = -out_rate
-            lam, V = np.linalg.eigh(S)
-            return lam, V
-
-    def spectrum() -> tuple[SpectralSurvival, float]:
-        lam, V = eigen()
-        c = (left @ V) * (right @ V)
-        # A posteriori accuracy: the expansion must give S(0) = 1 and the solved mean.
-        spectral_mean = float(c @ (-1.0 / lam))
-        error = abs(float(c.sum()) - 1.0) + abs(spectral_mean - mean) / mean
-        return SpectralSurvival(lam, c), error + 64 * float(np.finfo(float).eps)
-
+        # astype: bincount returns int64 when there are no edges (I = 0), and the float
+        # diagonal assigned next would then be truncated (41600/3 -> 13866).
+        S = np.bincount(flat, weights=sym, minlength=nt * nt).astype(float).reshape(nt, nt)
+        S.flat[:: nt + 1] = -out_rate
+        spectrum = Spectrum(left, right, mean, dense=S)
     return spectrum, mean, second - mean * mean, method
 
 

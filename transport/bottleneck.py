@@ -47,7 +47,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _validation as check
-from ._search_kernels import cells_worth_splitting, refine_cells, scan_cells, split_points
+from ._kernels import cells_worth_splitting, refine_cells, scan_cells, split_points
 from .curve import TransferCurve
 from .errors import NoCompletingRateError, TransportParameterError
 from .rbudp import (
@@ -208,7 +208,11 @@ def _call_loss(loss: LossFunction, rates: NDArray[np.float64]) -> NDArray[np.flo
     if values.ndim == 0:
         # A constant loss (e.g. ``lambda r: 0.0``) is accepted and applies to every rate.
         values = np.full(rates.shape, float(values))
-    elif values.shape != rates.shape:
+    elif not (values.flags.c_contiguous and values.flags.writeable):
+        # A view (np.broadcast_to, a slice, a read-only cache) would make Numba compile
+        # another version of every search kernel for that array type.
+        values = values.copy()
+    if values.shape != rates.shape:
         raise TransportParameterError(
             "loss",
             f"the loss function returned shape {values.shape} for {rates.shape} rates; it "

@@ -37,7 +37,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _validation as check
 from ._json import json_array
-from ._terms_kernel import time_terms
+from ._kernels import time_terms
 from .errors import TransportParameterError
 
 __all__ = [
@@ -92,8 +92,9 @@ def transfer_time_terms(
     """T and its terms for already validated 1-D arrays: the search's hot path.
 
     :func:`transfer_time` is the checked entry point; this one trusts its caller (a
-    search that calls it thousands of times with arrays it built itself) and does no
-    validation at all.
+    search that calls it thousands of times with arrays it built itself) with the
+    values, and checks only that the two arrays are 1-D and of one length (the compiled
+    loop would otherwise read past the end of the shorter one).
 
     Parameters
     ----------
@@ -113,6 +114,11 @@ def transfer_time_terms(
     TransferTerms
         Fresh arrays (never views of the inputs) of the same shape as ``rate_bps``.
 
+    Raises
+    ------
+    ValueError
+        When ``rate_bps`` and ``loss`` are not 1-D arrays of the same length.
+
     Examples
     --------
     >>> import numpy as np
@@ -120,16 +126,17 @@ def transfer_time_terms(
     >>> t.rounds.tolist(), t.completes.tolist()
     ([1.0], [True])
     """
-    # One compiled loop (transport._terms_kernel) with the arithmetic of the module
-    # docstring; the search calls this a few times per answer with hundreds of rates.
-    return TransferTerms(
-        *time_terms(
-            np.ascontiguousarray(rate_bps, dtype=np.float64),
-            np.ascontiguousarray(loss, dtype=np.float64),
-            float(total_bytes),
-            float(payload_bytes),
-            float(delay_s),
+    rate = np.ascontiguousarray(rate_bps, dtype=np.float64)
+    losses = np.ascontiguousarray(loss, dtype=np.float64)
+    if rate.ndim != 1 or losses.shape != rate.shape:
+        raise ValueError(
+            f"rate_bps and loss must be 1-D arrays of one length, got shapes {rate.shape} "
+            f"and {losses.shape}"
         )
+    # One compiled loop (transport._kernels) with the arithmetic of the module
+    # docstring.
+    return TransferTerms(
+        *time_terms(rate, losses, float(total_bytes), float(payload_bytes), float(delay_s))
     )
 
 
@@ -343,8 +350,9 @@ def transfer_time(
             f"shape {loss_arr.shape} does not broadcast against send_rate_bps {rate.shape}",
         ) from None
     shape = rate_b.shape
-    # The evaluation runs on flat copies: arithmetic on 0-d arrays yields numpy scalars,
-    # which cannot be masked in place, and broadcast views are read-only.
+    # The evaluation runs on flat 1-D copies: broadcast views share memory with the
+    # caller's arrays (and 0-d inputs are no 1-D arrays), and the result must not alias
+    # the inputs.
     flat_rate = rate_b.ravel().copy()
     flat_loss = loss_b.ravel().copy()
     terms = transfer_time_terms(flat_rate, flat_loss, float(total_bytes), float(payload), delay)
