@@ -330,6 +330,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from .warmup import compile_default_nets
 
         task: asyncio.Task[None] | None = None
+        state.open_compute_threads()
         shutdown.install()
         await anyio.to_thread.run_sync(jobs.start_if_configured)
         if settings.warm_up:

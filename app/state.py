@@ -124,6 +124,13 @@ class ServiceState:
             self.compute_threads, context.run, function
         )
 
+    def open_compute_threads(self) -> None:
+        """At start-up: accept in-process work (again, after a previous shutdown of the
+        same app); the threads are made on first use."""
+        if self._compute_closed:
+            self._compute_threads = None
+            self._compute_closed = False
+
     def close_compute_threads(self) -> None:
         """At shutdown, on the event loop: refuse new work (503), drop queued work, and
         let the threads end after their current work.
