@@ -330,6 +330,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from .warmup import compile_default_nets
 
         task: asyncio.Task[None] | None = None
+        state.open_compute_threads()
         shutdown.install()
         await anyio.to_thread.run_sync(jobs.start_if_configured)
         if settings.warm_up:
@@ -347,6 +348,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(task), settings.shutdown_timeout_s)
             await anyio.to_thread.run_sync(state.pool.close)
+            state.close_compute_threads()  # on the loop, which submits the work
             await anyio.to_thread.run_sync(lambda: stop_probe(state))
             await anyio.to_thread.run_sync(jobs.close)
             mark_worker_dead(metrics_dir)

@@ -7,7 +7,9 @@ powers of 1024.  So ``1GBps`` is 8 * 10^9 bit/s and ``500Mb`` is 62.5 * 10^6 byt
 bare number is already in the SI unit (bytes, bit/s, seconds).
 
 Parsing is a regular expression and an exact lookup in a table generated from those
-rules: no user text is evaluated, and nothing is case-folded.  A spelling outside the
+rules: no user text is evaluated, and nothing is case-folded.  The arithmetic is exact,
+on integer ratios (the number's digits times the unit's factor), and rounded once, to
+the nearest double, at the end.  A spelling outside the
 table (``KB``, ``mb``, ``MBPS``, ``m``...) could mean two things and is refused with the
 accepted forms.  A units library was considered and not used: pint, the best kept one,
 reads ``b`` as a barn and ``Mb`` as a megabarn, evaluates arithmetic in the unit string,
@@ -21,7 +23,6 @@ import math
 import re
 import sys
 from decimal import Decimal
-from fractions import Fraction
 
 __all__ = [
     "BITRATE_FORMS",
@@ -44,35 +45,39 @@ _BYTE_WORDS = ("B", "byte", "bytes")
 _BIT_WORDS = ("b", "bit", "bits")
 
 
-def _table(words: dict[tuple[str, ...], Fraction]) -> dict[str, Fraction]:
+# An exact factor to the SI unit: (numerator, denominator), both > 0.
+_Ratio = tuple[int, int]
+
+
+def _table(words: dict[tuple[str, ...], _Ratio]) -> dict[str, _Ratio]:
     """Every prefix + word spelling -> its exact factor to the SI unit."""
-    out: dict[str, Fraction] = {"": Fraction(1)}
-    for spellings, factor in words.items():
+    out: dict[str, _Ratio] = {"": (1, 1)}
+    for spellings, (num, den) in words.items():
         for prefix, scale in _PREFIXES.items():
             for word in spellings:
-                out[prefix + word] = scale * factor
+                out[prefix + word] = (scale * num, den)
     return out
 
 
 # Size -> bytes.  Bits must come to whole bytes.
-_SIZE_UNITS = _table({_BYTE_WORDS: Fraction(1), _BIT_WORDS: Fraction(1, 8)})
+_SIZE_UNITS = _table({_BYTE_WORDS: (1, 1), _BIT_WORDS: (1, 8)})
 # Rate -> bit/s.
 _BITRATE_UNITS = _table(
     {
-        ("bps", "bit/s", "b/s", "bits/s"): Fraction(1),
-        ("Bps", "B/s", "byte/s", "bytes/s"): Fraction(8),
+        ("bps", "bit/s", "b/s", "bits/s"): (1, 1),
+        ("Bps", "B/s", "byte/s", "bytes/s"): (8, 1),
     }
 )
-_DURATION_UNITS = {
-    "": Fraction(1),
-    "s": Fraction(1),
-    "sec": Fraction(1),
-    "ms": Fraction(1, 10**3),
-    "us": Fraction(1, 10**6),
-    "µs": Fraction(1, 10**6),
-    "ns": Fraction(1, 10**9),
-    "min": Fraction(60),
-    "h": Fraction(3600),
+_DURATION_UNITS: dict[str, _Ratio] = {
+    "": (1, 1),
+    "s": (1, 1),
+    "sec": (1, 1),
+    "ms": (1, 10**3),
+    "us": (1, 10**6),
+    "µs": (1, 10**6),
+    "ns": (1, 10**9),
+    "min": (60, 1),
+    "h": (3600, 1),
 }
 
 #: What each parser accepts, as told to the client when it sends something else.
@@ -91,7 +96,7 @@ DURATION_FORMS = (
     "e.g. 100ms, 0.1s, 250us (case matters)"
 )
 
-_LARGEST_FLOAT = Fraction(sys.float_info.max)
+_LARGEST_FLOAT = int(sys.float_info.max)  # exact: the largest double is an integer
 # Beyond 2**53 bytes consecutive sizes are no longer distinct doubles (see transport/).
 _MAX_BYTES = 2**53
 
@@ -114,15 +119,16 @@ class QuantityError(ValueError):
 
 
 def _exact(
-    text: str | float | int, field: str, units: dict[str, Fraction], kind: str, forms: str
-) -> Fraction:
-    """The quantity in the SI unit, exactly (a fraction), strictly positive and finite."""
+    text: str | float | int, field: str, units: dict[str, _Ratio], kind: str, forms: str
+) -> _Ratio:
+    """The quantity in the SI unit, exactly, as (numerator, denominator) with a positive
+    denominator; strictly positive and at most the largest double."""
     if isinstance(text, bool):
         raise QuantityError(field, f"must be a {kind}, got a boolean")
     if isinstance(text, int | float):
         if not math.isfinite(text):
             raise QuantityError(field, f"{kind} is not finite")
-        value = Fraction(text)
+        num, den = text.as_integer_ratio()
     else:
         match = _QUANTITY.match(text)
         if match is None:
@@ -136,12 +142,18 @@ def _exact(
         # million-digit integer.
         if number and not -400 < number.adjusted() < 400:
             raise QuantityError(field, f"{kind} {text[:40]!r} is out of range")
-        value = Fraction(number) * factor
-    if value <= 0:
+        digits, scale = number.as_integer_ratio()
+        num, den = digits * factor[0], scale * factor[1]
+    if num <= 0:
         raise QuantityError(field, f"{kind} must be strictly positive")
-    if value > _LARGEST_FLOAT:
+    if num > _LARGEST_FLOAT * den:
         raise QuantityError(field, f"{kind} is not finite")
-    return value
+    return num, den
+
+
+def _nearest_float(value: _Ratio) -> float:
+    # int / int is correctly rounded in Python, however large the operands.
+    return value[0] / value[1]
 
 
 def parse_size(text: str | float | int, field: str = "file_size") -> int:
@@ -170,14 +182,18 @@ def parse_size(text: str | float | int, field: str = "file_size") -> int:
     >>> parse_size("500MB"), parse_size("500Mb"), parse_size("1KiB"), parse_size(1468)
     (500000000, 62500000, 1024, 1468)
     """
-    value = _exact(text, field, _SIZE_UNITS, "size", SIZE_FORMS)
-    if value > _MAX_BYTES:
-        raise QuantityError(field, f"a size must be at most 2**53 bytes, got {float(value):.6g}")
-    if value.denominator != 1:
+    num, den = _exact(text, field, _SIZE_UNITS, "size", SIZE_FORMS)
+    if num > _MAX_BYTES * den:
         raise QuantityError(
-            field, f"a size must be a whole number of bytes, got {float(value):.17g} bytes"
+            field, f"a size must be at most 2**53 bytes, got {_nearest_float((num, den)):.6g}"
         )
-    return int(value)
+    whole, rest = divmod(num, den)
+    if rest:
+        raise QuantityError(
+            field,
+            f"a size must be a whole number of bytes, got {_nearest_float((num, den)):.17g} bytes",
+        )
+    return whole
 
 
 def parse_bitrate(text: str | float | int, field: str = "line_rate") -> float:
@@ -205,7 +221,7 @@ def parse_bitrate(text: str | float | int, field: str = "line_rate") -> float:
     >>> parse_bitrate("950Mbps"), parse_bitrate("1GBps"), parse_bitrate("1Gb/s")
     (950000000.0, 8000000000.0, 1000000000.0)
     """
-    return float(_exact(text, field, _BITRATE_UNITS, "bit rate", BITRATE_FORMS))
+    return _nearest_float(_exact(text, field, _BITRATE_UNITS, "bit rate", BITRATE_FORMS))
 
 
 def parse_duration(text: str | float | int, field: str = "propagation_delay") -> float:
@@ -233,4 +249,4 @@ def parse_duration(text: str | float | int, field: str = "propagation_delay") ->
     >>> parse_duration("100ms")
     0.1
     """
-    return float(_exact(text, field, _DURATION_UNITS, "duration", DURATION_FORMS))
+    return _nearest_float(_exact(text, field, _DURATION_UNITS, "duration", DURATION_FORMS))

@@ -197,7 +197,7 @@ def breakdown(repeats: int) -> None:
         shape, inner, out_rate, exits, alpha, log_pi[shape.b_from_a], log_w
     )
     assert spectral is not None
-    survival, mean = spectral[0], spectral[1]
+    survival, mean = spectral[0]()[0], spectral[1]
     grid = np.linspace(0, 5 * mean, 101)
     r_example = interrupt_service_time(w, PROFILE)
 
@@ -246,11 +246,12 @@ def breakdown(repeats: int) -> None:
         ("engine: Fig. 1b rates + carried-over start", rates_b),
         ("Fig. 1b detailed-balance weights", lambda: shape.balance_b.log_weights(inner)),
         (
-            "symmetrised eigen-decomposition, mean, var",
+            "mean, var (solves with T)",
             lambda: _spectral.spectral_solution(
                 shape, inner, out_rate, exits, alpha, log_pi[shape.b_from_a], log_w
             ),
         ),
+        ("symmetrised eigen-decomposition (on demand)", spectral[0]),
         (
             "quantiles p50/p90/p99 + p99.9 (grid end)",
             lambda: _spectral.spectral_quantiles(survival, np.append(levels, 0.999), mean),

@@ -23,6 +23,7 @@ from ._shape import Shape
 __all__ = [
     "SpectralDistribution",
     "SpectralSurvival",
+    "Spectrum",
     "lanczos_solution",
     "spectral_quantiles",
     "spectral_solution",
@@ -45,9 +46,66 @@ class SpectralSurvival:
         return np.where(t == 0, 1.0, np.clip(self.raw(t), 0.0, 1.0))
 
 
+class Spectrum:
+    """The expansion ``P(X > t) = sum_k c_k exp(lam_k t)`` of a symmetrised T, computed
+    when first called, with its a-posteriori error.
+
+    It keeps what the eigen-decomposition needs -- S itself (dense), or its diagonal,
+    off-diagonal and state order (tridiagonal) -- and the vectors of the expansion, so
+    the bottleneck rate, which needs only the solved mean, never pays for it.  Plain
+    arrays only (no closures, no compiled nets), so a result that holds one pickles.
+
+    Parameters
+    ----------
+    left, right : ndarray
+        ``alpha D^(-1/2)`` and ``D^(1/2) 1``.
+    mean : float
+        The mean solved with T (s): the expansion's mean is checked against it.
+    dense : ndarray, optional
+        S as a dense (nt, nt) matrix.
+    tridiagonal : tuple of ndarray, optional
+        ``(diagonal, off_diagonal, order)``: S in the states' order ``order``.
+    computed : tuple, optional
+        ``(survival, error)`` already found (Lanczos, which needs them to converge).
+    """
+
+    def __init__(
+        self,
+        left: NDArray[np.float64],
+        right: NDArray[np.float64],
+        mean: float,
+        *,
+        dense: NDArray[np.float64] | None = None,
+        tridiagonal: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.intp]]
+        | None = None,
+        computed: tuple[SpectralSurvival, float] | None = None,
+    ) -> None:
+        self.left, self.right, self.mean = left, right, mean
+        self.dense, self.tridiagonal, self.computed = dense, tridiagonal, computed
+
+    def __call__(self) -> tuple[SpectralSurvival, float]:
+        """The survival function and its error bound (see :func:`spectral_solution`)."""
+        if self.computed is not None:
+            return self.computed
+        if self.tridiagonal is not None:
+            diagonal, off, order = self.tridiagonal
+            lam, v_sorted = la.eigh_tridiagonal(diagonal, off, check_finite=False)
+            V = np.empty_like(v_sorted)
+            V[order] = v_sorted
+        else:
+            assert self.dense is not None
+            lam, V = np.linalg.eigh(self.dense)
+        c = (self.left @ V) * (self.right @ V)
+        # A posteriori accuracy: the expansion must give S(0) = 1 and the solved mean.
+        spectral_mean = float(c @ (-1.0 / lam))
+        error = abs(float(c.sum()) - 1.0) + abs(spectral_mean - self.mean) / self.mean
+        return SpectralSurvival(lam, c), error + 64 * float(np.finfo(float).eps)
+
+
 class SpectralDistribution:
     """What :attr:`InterruptServiceTime.absorption` needs beyond the mean and variance
-    of a spectral solution: the quantiles, the CDF on its grid and T as a sparse matrix.
+    of a spectral solution: the eigen-decomposition, the quantiles, the CDF on its grid
+    and T as a sparse matrix.
 
     The bottleneck rate needs only the mean, so these are built on first access.
     """
@@ -55,10 +113,9 @@ class SpectralDistribution:
     def __init__(
         self,
         shape: Shape,
-        survival: SpectralSurvival,
+        spectrum: Spectrum,
         mean: float,
         variance: float,
-        error: float,
         grid: NDArray[np.float64] | None,
         levels: NDArray[np.float64],
         points: int,
@@ -69,14 +126,15 @@ class SpectralDistribution:
         # The shape's index arrays, not the shape (which holds the compiled nets).
         self.csr = (shape.csr_order, shape.csr_indices, shape.csr_indptr)
         self.transient = shape.transient
-        self.survival, self.mean, self.variance, self.error = survival, mean, variance, error
+        self.spectrum, self.mean, self.variance = spectrum, mean, variance
         self.grid, self.levels, self.points = grid, levels, points
         self.alpha, self.inner, self.out_rate = alpha, inner, out_rate
 
     def build(self) -> AbsorptionTime:
         """The full result: quantiles (safeguarded Newton), CDF on the grid, (alpha, T)."""
+        survival, error = self.spectrum()
         # The default grid ends at the 99.9 % quantile, found with the others.
-        found = spectral_quantiles(self.survival, np.append(self.levels, 0.999), self.mean)
+        found = spectral_quantiles(survival, np.append(self.levels, 0.999), self.mean)
         grid = np.linspace(0.0, found[-1], self.points) if self.grid is None else self.grid
         order, indices, indptr = self.csr
         nt = len(self.alpha)
@@ -84,7 +142,7 @@ class SpectralDistribution:
         T = sp.csr_array((data, indices, indptr), shape=(nt, nt))
         return AbsorptionTime(
             times=grid,
-            cdf=1.0 - self.survival(grid),
+            cdf=1.0 - survival(grid),
             mean=self.mean,
             variance=self.variance,
             quantiles={float(lv): float(q) for lv, q in zip(self.levels, found[:-1], strict=True)},
@@ -92,8 +150,8 @@ class SpectralDistribution:
             T=T,
             transient_states=self.transient,
             atom=0.0,
-            error_bound=self.error,
-            _survival=self.survival,
+            error_bound=error,
+            _survival=survival,
         )
 
 
@@ -138,13 +196,16 @@ def spectral_solution(
     alpha: NDArray[np.float64],
     log_alpha: NDArray[np.float64],
     log_w: NDArray[np.float64],
-) -> tuple[SpectralSurvival, float, float, str, float] | None:
-    """Survival function, mean and variance of (alpha, T) through a symmetrised T.
+) -> tuple[Spectrum, float, float, str] | None:
+    """Mean and variance of (alpha, T), and its survival function through a symmetrised T.
 
     With D the detailed-balance weights, S = D^(1/2) T D^(-1/2) is symmetric (its
     off-diagonal entries are sqrt(r(i->j) r(j->i))), so S = V diag(lam) V' with
     orthogonal V and P(X > t) = sum_k (alpha D^(-1/2) v_k)(v_k' D^(1/2) 1) exp(lam_k t).
-    Mean and variance come from solving with T itself, an independent check.
+    Mean and variance come from solving with T itself, at once; the eigen-decomposition
+    (the returned ``spectrum``) only when the distribution is asked for (the bottleneck
+    rate needs the mean alone), and its error bound checks it against that solved mean.
+    Large multi-disk chains use Lanczos (:func:`lanczos_solution`), computed here.
     """
     nt = len(alpha)
     rows, cols = shape.b_rows, shape.b_cols
@@ -157,14 +218,13 @@ def spectral_solution(
     if nt > _shape.DENSE_MAX and not shape.tridiagonal:
         data = np.concatenate([sym, -out_rate])[shape.csr_order]
         S_sparse = sp.csr_array((data, shape.csr_indices, shape.csr_indptr), shape=(nt, nt))
-        return lanczos_solution(S_sparse, left, right, float(exit_rates.min()))
+        found = lanczos_solution(S_sparse, left, right, float(exit_rates.min()))
+        if found is None:
+            return None
+        survival, mean, variance, method, error = found
+        return Spectrum(left, right, mean, computed=(survival, error)), mean, variance, method
     if shape.tridiagonal:
         order = shape.order
-        off = np.empty(nt - 1)
-        off[shape.up_at] = sym[shape.up]
-        lam, v_sorted = la.eigh_tridiagonal(-out_rate[order], off, check_finite=False)
-        V = np.empty_like(v_sorted)
-        V[order] = v_sorted
         method = "spectral-tridiagonal"
         band = np.zeros((3, nt))  # -T in LAPACK band storage, states ordered by i
         band[0, 1:][shape.up_at] = -inner[shape.up]
@@ -174,25 +234,23 @@ def spectral_solution(
         w = la.solve_banded((1, 1), band, u, check_finite=False)
         a = alpha[order]
         mean, second = float(a @ u), float(2.0 * a @ w)
+        off = np.empty(nt - 1)
+        off[shape.up_at] = sym[shape.up]
+        spectrum = Spectrum(left, right, mean, tridiagonal=(-out_rate[order], off, order))
     else:
         flat = rows * nt + cols
-        # astype: bincount returns int64 when there are no edges (I = 0), and the float
-        # diagonal assigned next would then be truncated (41600/3 -> 13866).
-        S = np.bincount(flat, weights=sym, minlength=nt * nt).astype(float).reshape(nt, nt)
-        S.flat[:: nt + 1] = -out_rate
-        lam, V = np.linalg.eigh(S)
         method = "spectral"
         minus_T = np.bincount(flat, weights=-inner, minlength=nt * nt).astype(float).reshape(nt, nt)
         minus_T.flat[:: nt + 1] = out_rate
         u = np.linalg.solve(minus_T, np.ones(nt))
         w = np.linalg.solve(minus_T, u)
         mean, second = float(alpha @ u), float(2.0 * alpha @ w)
-    c = (left @ V) * (right @ V)
-    survival = SpectralSurvival(lam, c)
-    # A posteriori accuracy: the expansion must give S(0) = 1 and the solved mean.
-    spectral_mean = float(c @ (-1.0 / lam))
-    error = abs(float(c.sum()) - 1.0) + abs(spectral_mean - mean) / mean
-    return survival, mean, second - mean * mean, method, error + 64 * float(np.finfo(float).eps)
+        # astype: bincount returns int64 when there are no edges (I = 0), and the float
+        # diagonal assigned next would then be truncated (41600/3 -> 13866).
+        S = np.bincount(flat, weights=sym, minlength=nt * nt).astype(float).reshape(nt, nt)
+        S.flat[:: nt + 1] = -out_rate
+        spectrum = Spectrum(left, right, mean, dense=S)
+    return spectrum, mean, second - mean * mean, method
 
 
 def lanczos_solution(

@@ -413,9 +413,9 @@ def interrupt_service_time(
         mean, variance = distribution.mean, distribution.variance
         method = "uniformization"
     else:
-        survival, mean, variance, method, error = spectral
+        spectrum, mean, variance, method = spectral
         distribution = SpectralDistribution(
-            shape, survival, mean, variance, error, grid, levels, points, alpha, inner, out_rate
+            shape, spectrum, mean, variance, grid, levels, points, alpha, inner, out_rate
         )
     return InterruptServiceTime(
         workload=workload,

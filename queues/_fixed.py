@@ -27,7 +27,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["fixed_batch_distribution"]
+__all__ = ["fixed_batch_distribution", "fixed_batch_loss"]
 
 # The linear-domain recursion is used only when the bounds below keep every
 # unnormalised value within exp(+-_LINEAR_LIMIT) of pi(K) = 1 (doubles reach exp(709)).
@@ -73,6 +73,44 @@ def fixed_batch_distribution(
         out[:, linear] = _linear(service_rate / arrival_rate[linear], K, N)
         out[:, ~linear] = _logarithmic(log_ratio[~linear], K, N)
     return out
+
+
+def fixed_batch_loss(
+    arrival_rate: NDArray[np.float64], service_rate: float, capacity: int, batch: int
+) -> NDArray[np.float64]:
+    """``pi(K)`` of the fixed-batch M/M[N]/1/K queue, one entry per rate.
+
+    The same recursion and the same choice of domain per rate as
+    :func:`fixed_batch_distribution`, without building the distribution: rates in the
+    linear domain go through one compiled pass that keeps only the last block of levels
+    and the running total (:func:`queues._fixed_kernel.linear_loss`); the others take the
+    log-domain recursion.
+
+    Parameters
+    ----------
+    arrival_rate : ndarray, shape (R,)
+        Packet arrival rates lam (packets/s), all > 0.
+    service_rate : float
+        Batch service rate mu (interrupts/s), > 0.
+    capacity : int
+        Buffer size K (packets), ``K >= batch``.
+    batch : int
+        Batch size N (packets per interrupt), >= 1.
+
+    Returns
+    -------
+    ndarray, shape (R,)
+        The probability that the buffer is full, per rate.
+    """
+    from ._fixed_kernel import linear_loss
+
+    lam = np.ascontiguousarray(arrival_rate, dtype=np.float64)
+    loss = linear_loss(lam, float(service_rate), capacity, batch, _LINEAR_LIMIT)
+    outside = np.isnan(loss)
+    if outside.any():
+        log_ratio = np.log(service_rate) - np.log(lam[outside])
+        loss[outside] = _logarithmic(log_ratio, capacity, batch)[capacity]
+    return loss
 
 
 def _linear(ratio: NDArray[np.float64], K: int, N: int) -> NDArray[np.float64]:

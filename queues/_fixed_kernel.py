@@ -4,6 +4,8 @@ The recursion runs down the K levels one at a time, so in NumPy it costs a handf
 small array operations per level whatever the number of rates; for the NIC sizes of
 the transfer-time search (K = 64, a few hundred rates) that overhead is most of the
 time. Numba runs the same arithmetic, in the same order, as one loop nest.
+:func:`linear_loss` is the loss-only form the transfer-time search calls: it keeps one
+block of levels and the running total instead of the whole table.
 """
 
 from __future__ import annotations
@@ -11,6 +13,37 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 from numpy.typing import NDArray
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _block_suffix(
+    levels: NDArray[np.float64],
+    first: int,
+    served: int,
+    suffix: NDArray[np.float64],
+    running: NDArray[np.float64],
+) -> None:
+    """``suffix[j] = sum of levels[first + j : first + served]`` per rate (0 for
+    ``j >= served``), then ``running`` reset to 0 for the new block's prefix sum.
+
+    Rows ``first .. first + N - 1`` of ``levels`` hold the last block's N levels (an
+    offset rather than a slice: Numba vectorises loops over whole C-ordered arrays
+    only); the rates are the inner loop so that every loop runs along contiguous rows.
+    ``running`` is the accumulator.
+    """
+    N, R = suffix.shape
+    for r in range(R):
+        running[r] = 0.0
+    for j in range(N - 1, -1, -1):
+        if j < served:
+            for r in range(R):
+                running[r] += levels[first + j, r]
+                suffix[j, r] = running[r]
+        else:
+            for r in range(R):
+                suffix[j, r] = running[r]
+    for r in range(R):
+        running[r] = 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -30,14 +63,7 @@ def linear_recursion(ratio: NDArray[np.float64], K: int, N: int) -> NDArray[np.f
     for d in range(1, K + 1):
         t = d % N
         if t == 0:
-            served = last_served - (d - N) + 1
-            for r in range(R):
-                acc = 0.0
-                for j in range(N - 1, -1, -1):
-                    value = P[d - N + j, r] if j < served else 0.0
-                    acc += value
-                    suffix[j, r] = acc
-                running[r] = 0.0
+            _block_suffix(P, d - N, last_served - (d - N) + 1, suffix, running)
         for r in range(R):
             value = ratio[r] * (running[r] + suffix[t, r])
             P[d, r] = value
@@ -47,4 +73,64 @@ def linear_recursion(ratio: NDArray[np.float64], K: int, N: int) -> NDArray[np.f
     for d in range(K + 1):
         for r in range(R):
             out[K - d, r] = P[d, r]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def linear_loss(
+    arrival_rate: NDArray[np.float64], service_rate: float, K: int, N: int, limit: float
+) -> NDArray[np.float64]:
+    """``pi(K)`` alone, per rate, by the recursion of :func:`linear_recursion`.
+
+    The loss needs only ``pi(K) = 1 / sum_n pi(n)`` of the unnormalised recursion, so
+    the kernel keeps the last block of ``N`` levels and a running total instead of the
+    (K + 1, R) table: one pass, no normalisation pass, and memory O(N * R) (the
+    transfer-time search calls this a few times per request with a few hundred rates).
+    The rates stay the inner loop, as in :func:`linear_recursion`, so the arithmetic
+    vectorises across them.
+
+    Rates whose values would leave ``exp(+-limit)`` of ``pi(K)`` (the a-priori bound of
+    :func:`queues._fixed.fixed_batch_distribution`) are not computed: their entry is NaN,
+    for the caller's log-domain recursion.
+    """
+    R = arrival_rate.shape[0]
+    log_mu = np.log(service_rate)
+    log_n = np.log(N)
+    log_levels = np.log(K + 1)
+    ratio = np.empty(R)
+    linear = np.empty(R, dtype=np.bool_)
+    for r in range(R):
+        log_ratio = log_mu - np.log(arrival_rate[r])
+        grow = K * max(log_ratio + log_n, 0.0) + log_levels
+        shrink = (K + 1) * max(-log_ratio, 0.0)
+        linear[r] = grow < limit and shrink < limit
+        # Outside the linear domain the ratio is replaced by 1 so that the loop below
+        # stays branch-free across rates; those entries are overwritten with NaN.
+        ratio[r] = service_rate / arrival_rate[r] if linear[r] else 1.0
+    last_served = K - N
+    block = np.empty((N, R))  # block[t] holds pi(K - d) for the current block's d
+    suffix = np.zeros((N, R))  # zero until the first block is complete
+    running = np.ones(R)
+    total = np.ones(R)  # pi(K) = 1 is the first term
+    for r in range(R):
+        block[0, r] = 1.0
+    for d in range(1, K + 1):
+        t = d % N
+        if t == 0:
+            _block_suffix(block, 0, last_served - (d - N) + 1, suffix, running)
+        # Two loops rather than a test per rate, so that each vectorises.
+        if d <= last_served:
+            for r in range(R):
+                value = ratio[r] * (running[r] + suffix[t, r])
+                block[t, r] = value
+                total[r] += value
+                running[r] += value
+        else:
+            for r in range(R):
+                value = ratio[r] * (running[r] + suffix[t, r])
+                block[t, r] = value
+                total[r] += value
+    out = np.empty(R)
+    for r in range(R):
+        out[r] = 1.0 / total[r] if linear[r] else np.nan
     return out

@@ -34,9 +34,10 @@ def positive_rates(value: Any, name: str) -> NDArray[np.float64]:
     arr = np.atleast_1d(arr)
     if arr.size == 0:
         raise QueueParameterError(name, "must contain at least one rate")
-    if not np.all(np.isfinite(arr)):
-        raise QueueParameterError(name, "must be finite (got NaN or infinity)")
-    if np.any(arr <= 0.0):
+    # One pass on the usual path (the search calls this per pass): NaN fails both tests.
+    if not ((arr > 0.0) & (arr < np.inf)).all():
+        if not np.all(np.isfinite(arr)):
+            raise QueueParameterError(name, "must be finite (got NaN or infinity)")
         raise QueueParameterError(
             name, f"must be strictly positive, got {float(arr.min())!r} (a rate in 1/s)"
         )

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _validation as check
-from ._fixed import fixed_batch_distribution
+from ._fixed import fixed_batch_distribution, fixed_batch_loss
 from ._general import general_bulk_queue
 from .errors import QueueParameterError
 
@@ -304,5 +304,4 @@ def loss_probability(
             f"{lam.size} rates x {K + 1} occupancy levels exceed {check.MAX_CELLS:,} "
             "entries; split the request",
         )
-    loss = fixed_batch_distribution(lam, mu, K, N)[K]
-    return loss.reshape(shape)
+    return fixed_batch_loss(lam, mu, K, N).reshape(shape)

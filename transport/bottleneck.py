@@ -47,6 +47,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _validation as check
+from ._kernels import cells_worth_splitting, refine_cells, scan_cells, split_points
 from .curve import TransferCurve
 from .errors import NoCompletingRateError, TransportParameterError
 from .rbudp import (
@@ -54,7 +55,6 @@ from .rbudp import (
     DEFAULT_PACKET_PAYLOAD_BYTES,
     TransferTerms,
     total_size_bytes,
-    transfer_time_terms,
 )
 
 __all__ = [
@@ -208,7 +208,11 @@ def _call_loss(loss: LossFunction, rates: NDArray[np.float64]) -> NDArray[np.flo
     if values.ndim == 0:
         # A constant loss (e.g. ``lambda r: 0.0``) is accepted and applies to every rate.
         values = np.full(rates.shape, float(values))
-    elif values.shape != rates.shape:
+    elif not (values.flags.c_contiguous and values.flags.writeable):
+        # A view (np.broadcast_to, a slice, a read-only cache) would make Numba compile
+        # another version of every search kernel for that array type.
+        values = values.copy()
+    if values.shape != rates.shape:
         raise TransportParameterError(
             "loss",
             f"the loss function returned shape {values.shape} for {rates.shape} rates; it "
@@ -241,39 +245,18 @@ def _cells_to_split(
     """Indices ``i`` of the cells ``[rates[i], rates[i + 1]]`` worth splitting, ascending.
 
     The arrays are sorted by rate; entry 0 is rate 0 (T = +inf).  ``low[i]`` is the lower
-    bound on T inside cell ``i`` (see :func:`_cell_bounds`; the last entry is unused).
+    bound on T inside cell ``i``: T at its right end with the smaller of its two end
+    losses (the module docstring, step 2); the last entry is unused.
     """
-    best = float(np.min(totals))
     # A cell can beat its two ends only through a jump of ceil(N_resend) inside it (the
     # lower side of a jump dips below both scanned ends: the sawtooth's teeth), or
     # through a smooth dip, which the samples show as a local minimum at one of its ends.
-    # inf != finite also flags the edge of the never-completes region.
-    jump = rounds[:-1] != rounds[1:]
-    before = np.concatenate(([np.inf], totals[:-1]))
-    after = np.concatenate((totals[1:], [np.inf]))
-    at_min = np.isfinite(totals) & (totals <= before) & (totals <= after)
-    near_min = at_min[:-1] | at_min[1:]
-    wide = (rates[1:] - rates[:-1]) > resolution
-    alive = np.flatnonzero((low[:-1] <= best) & wide & (jump | near_min))
+    alive = cells_worth_splitting(rates, totals, rounds, low, resolution)
     if alive.size > _MAX_SPLIT_CELLS:
         # Lowest bounds first; ties by rate so that the choice is deterministic.
         keep = np.lexsort((alive, low[alive]))[:_MAX_SPLIT_CELLS]
         alive = np.sort(alive[keep])
     return alive
-
-
-def _cell_bounds(
-    ends: NDArray[np.float64], end_losses: NDArray[np.float64]
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Where to evaluate the lower bounds on T of consecutive cells: (rate, loss) pairs.
-
-    Row r of ``ends`` holds ascending cell ends (bit/s) and ``end_losses`` their losses;
-    the cells are the gaps between neighbours.  T falls with the rate and rises with the
-    loss, so no rate in a cell does better than T at its right end with the smaller of
-    its two end losses -- a true bound whenever the loss is monotone in the rate (either
-    way), and one that costs no loss evaluation.
-    """
-    return ends[..., 1:], np.minimum(end_losses[..., :-1], end_losses[..., 1:])
 
 
 def effective_bottleneck_rate(
@@ -364,31 +347,18 @@ def effective_bottleneck_rate(
         _RESOLUTION_FLOOR_RELATIVE * line_rate,
     )
 
-    def evaluate(
-        rates: NDArray[np.float64],
-        values: NDArray[np.float64],
-        bound_at: tuple[NDArray[np.float64], NDArray[np.float64]],
-    ) -> tuple[Any, NDArray[np.float64]]:
-        """T at the new points, and the bounds of the new cells, in one formula call."""
-        n = rates.size
-        terms = transfer_time_terms(
-            np.concatenate((rates, bound_at[0].ravel())),
-            np.concatenate((values, bound_at[1].ravel())),
-            total_bytes,
-            float(payload),
-            delay,
-        )
-        return TransferTerms._make(a[:n] for a in terms), terms.total_s[n:]
-
     # 1. Coarse scan, the plotting grid included (one loss call).  Rate 0 heads the
-    #    arrays below as a cell end that is never evaluated: T is +inf there, and the
-    #    no-traffic limit (loss 0, one round) stands in for the bound and the jump test of
-    #    the first cell (0, r1].
+    #    arrays as a cell end that is never evaluated (see scan_cells).  Per point: its
+    #    rate, T, loss, rounds, the bound of the cell it starts (the last point starts
+    #    none), and where it was evaluated -- an index into the concatenated results of
+    #    the passes (-1 for rate 0), so that the terms at the optimum are read back
+    #    rather than recomputed.
     scan, at = _scan_grid(line_rate, n_curve)
     scan_loss = _call_loss(loss, scan)
-    rates = np.concatenate(([0.0], scan))
-    losses = np.concatenate(([0.0], scan_loss))
-    scan_terms, cell_low = evaluate(scan, scan_loss, _cell_bounds(rates, losses))
+    rates, totals, losses, rounds, low, origin, raw_terms = scan_cells(
+        scan, scan_loss, total_bytes, float(payload), delay
+    )
+    scan_terms = TransferTerms(*raw_terms)
     curve = TransferCurve(
         send_rate_bps=scan[at],
         total_s=scan_terms.total_s[at],
@@ -402,43 +372,35 @@ def effective_bottleneck_rate(
             curve,
         )
 
-    # 2.-4. Refine.  Per point: its rate, T, loss, rounds, the bound of the cell it starts
-    #    (the last point starts none), and where it was evaluated -- an index into the
-    #    concatenated results of the passes (-1 for rate 0), so that the terms at the
-    #    optimum are read back rather than recomputed.
-    totals = np.concatenate(([np.inf], scan_terms.total_s))
-    rounds = np.concatenate(([1.0], scan_terms.rounds))
-    low = np.concatenate((cell_low, [np.inf]))
-    origin = np.arange(-1, scan.size)
+    # 2.-4. Refine.
     passes = [scan_terms]
     evaluations = scan.size
     for _ in range(_MAX_PASSES):
         alive = _cells_to_split(rates, totals, rounds, low, resolution)
         if alive.size == 0:
             break
-        left, right = rates[alive], rates[alive + 1]
-        inside = left[:, None] + (right - left)[:, None] * _SPLIT_AT
-        new_rates = inside.ravel()
+        new_rates = split_points(rates, alive, _SPLIT_AT)
         new_loss = _call_loss(loss, new_rates)
-        # Each split cell becomes _SPLIT cells, between its ends and the new points.
-        ends = np.column_stack((left, inside, right))
-        end_losses = np.column_stack(
-            (losses[alive], new_loss.reshape(inside.shape), losses[alive + 1])
+        # T at the new points, the bounds of the _SPLIT sub-cells of each split cell,
+        # and the merge that keeps the arrays sorted (every new rate lies inside its own
+        # cell), in one compiled step.
+        rates, totals, losses, rounds, low, origin, raw_terms = refine_cells(
+            rates,
+            totals,
+            losses,
+            rounds,
+            low,
+            origin,
+            alive,
+            new_rates,
+            new_loss,
+            evaluations,
+            total_bytes,
+            float(payload),
+            delay,
         )
-        terms, sub_low = evaluate(new_rates, new_loss, _cell_bounds(ends, end_losses))
-        sub_low = sub_low.reshape(alive.size, _SPLIT)
-        low[alive] = sub_low[:, 0]  # the left end now starts the first part
-        passes.append(terms)
-        new_origin = np.arange(evaluations, evaluations + new_rates.size)
+        passes.append(TransferTerms(*raw_terms))
         evaluations += new_rates.size
-        # Merge, keeping the rates sorted: every new rate lies inside its own cell.
-        order = np.argsort(np.concatenate((rates, new_rates)), kind="stable")
-        rates = np.concatenate((rates, new_rates))[order]
-        totals = np.concatenate((totals, terms.total_s))[order]
-        losses = np.concatenate((losses, new_loss))[order]
-        rounds = np.concatenate((rounds, terms.rounds))[order]
-        low = np.concatenate((low, sub_low[:, 1:].ravel()))[order]
-        origin = np.concatenate((origin, new_origin))[order]
 
     # The best evaluated point; argmin takes the first, i.e. the lowest rate, on a tie.
     i = int(np.argmin(totals))

@@ -29,7 +29,6 @@ Conventions fixed here (the paper leaves them open):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
@@ -38,6 +37,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _validation as check
 from ._json import json_array
+from ._kernels import time_terms
 from .errors import TransportParameterError
 
 __all__ = [
@@ -54,13 +54,6 @@ __all__ = [
 DEFAULT_PACKET_PAYLOAD_BYTES = 1468
 #: Overhead per packet (bytes): UDP 8 + IP 24, as in the paper (1500 - 1468).
 DEFAULT_HEADER_BYTES = 32
-
-# N_resend is a ratio of two logarithms, each rounded; when it is mathematically an
-# integer k the computed value can land a few ulps above k, and a bare ceil would then add
-# a whole extra resend round.  Values within this relative distance above an integer count
-# as that integer.  (1e-12 is ~5000 ulps: far above rounding noise, far below any real
-# change in the loss.)
-_CEIL_RELATIVE_SLACK = 1e-12
 
 
 class TransferTerms(NamedTuple):
@@ -99,8 +92,9 @@ def transfer_time_terms(
     """T and its terms for already validated 1-D arrays: the search's hot path.
 
     :func:`transfer_time` is the checked entry point; this one trusts its caller (a
-    search that calls it thousands of times with arrays it built itself) and does no
-    validation at all.
+    search that calls it thousands of times with arrays it built itself) with the
+    values, and checks only that the two arrays are 1-D and of one length (the compiled
+    loop would otherwise read past the end of the shorter one).
 
     Parameters
     ----------
@@ -120,6 +114,11 @@ def transfer_time_terms(
     TransferTerms
         Fresh arrays (never views of the inputs) of the same shape as ``rate_bps``.
 
+    Raises
+    ------
+    ValueError
+        When ``rate_bps`` and ``loss`` are not 1-D arrays of the same length.
+
     Examples
     --------
     >>> import numpy as np
@@ -127,41 +126,18 @@ def transfer_time_terms(
     >>> t.rounds.tolist(), t.completes.tolist()
     ([1.0], [True])
     """
-    byte_rate = rate_bps / 8.0
-    completes = loss < 1.0
-    lossy = (loss > 0.0) & completes
-    # A harmless stand-in where the log is not needed (l = 0 or l >= 1) keeps log() free of
-    # divide-by-zero warnings and -inf/NaN intermediates; those entries are masked below.
-    safe_loss = np.where(lossy, loss, 0.5)
-    log_loss = np.log(safe_loss)
-    # ln(S_pkt / S) <= 0 for any file of more than one packet; a one-packet file needs no
-    # resend round (see the module docstring), hence the clamp.
-    log_ratio = min(math.log(payload_bytes / total_bytes), 0.0)
-    if log_ratio < 0.0:
-        n_resend = np.where(lossy, log_ratio / log_loss, 0.0)
-    else:
-        n_resend = np.zeros(np.shape(loss))
-    resend_rounds = np.ceil(n_resend * (1.0 - _CEIL_RELATIVE_SLACK))
-    # sum_{i=1..n} l * S_{i-1} = S * sum_{i=1..n} l**i = S * l * (1 - l**n) / (1 - l).  The
-    # closed form replaces a loop of up to ~1e17 terms as l -> 1; 1 - l**n is computed as
-    # -expm1(n ln l) so it keeps its digits when l**n is close to 1 (tiny l, n = 1 is fine
-    # either way).  1 - l is exact for l in [0.5, 1) (Sterbenz).
-    resent_fraction = np.where(
-        lossy, safe_loss * -np.expm1(resend_rounds * log_loss) / (1.0 - safe_loss), 0.0
+    rate = np.ascontiguousarray(rate_bps, dtype=np.float64)
+    losses = np.ascontiguousarray(loss, dtype=np.float64)
+    if rate.ndim != 1 or losses.shape != rate.shape:
+        raise ValueError(
+            f"rate_bps and loss must be 1-D arrays of one length, got shapes {rate.shape} "
+            f"and {losses.shape}"
+        )
+    # One compiled loop (transport._kernels) with the arithmetic of the module
+    # docstring.
+    return TransferTerms(
+        *time_terms(rate, losses, float(total_bytes), float(payload_bytes), float(delay_s))
     )
-    first_blast = delay_s + total_bytes / byte_rate
-    resend = n_resend * delay_s + total_bytes * resent_fraction / byte_rate
-    bitmap_bytes = total_bytes / (8.0 * payload_bytes)
-    feedback = (n_resend + 1.0) * (bitmap_bytes / byte_rate + delay_s)
-    total = first_blast + resend + feedback
-    rounds = resend_rounds + 1.0
-    never = ~completes
-    if never.any():
-        # Infinity only inside the library: the result objects expose `completes` and
-        # serialise these entries as None.
-        for arr in (resend, feedback, total, n_resend, rounds):
-            arr[never] = np.inf
-    return TransferTerms(first_blast, resend, feedback, total, n_resend, rounds, completes)
 
 
 def total_size_bytes(
@@ -374,8 +350,9 @@ def transfer_time(
             f"shape {loss_arr.shape} does not broadcast against send_rate_bps {rate.shape}",
         ) from None
     shape = rate_b.shape
-    # The evaluation runs on flat copies: arithmetic on 0-d arrays yields numpy scalars,
-    # which cannot be masked in place, and broadcast views are read-only.
+    # The evaluation runs on flat 1-D copies: broadcast views share memory with the
+    # caller's arrays (and 0-d inputs are no 1-D arrays), and the result must not alias
+    # the inputs.
     flat_rate = rate_b.ravel().copy()
     flat_loss = loss_b.ravel().copy()
     terms = transfer_time_terms(flat_rate, flat_loss, float(total_bytes), float(payload), delay)

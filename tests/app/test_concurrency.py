@@ -140,3 +140,30 @@ def test_the_event_loop_stays_responsive_during_a_computation(
     waited, status = asyncio.run(scenario())
     assert status == 200
     assert waited < 0.5  # a blocked loop would wait out the whole second
+
+
+def test_compute_threads_see_the_request_context_and_close_at_shutdown() -> None:
+    """The compute threads run in a copy of the caller's context (the request id reaches
+    their logs and problems); after shutdown closed them, new work gets 503, not a 500
+    from a shut-down executor, until the app starts again."""
+    from app.problems import REQUEST_ID
+
+    state = create_app(Settings(**SETTINGS)).state.service
+
+    async def scenario() -> tuple[str | None, str]:
+        REQUEST_ID.set("req-42")
+        seen = await state.run_in_thread(REQUEST_ID.get)
+        worker = await state.run_in_thread(lambda: threading.current_thread().name)
+        state.close_compute_threads()
+        with pytest.raises(ProblemError) as info:
+            await state.run_in_thread(lambda: None)
+        assert info.value.status == 503
+        assert info.value.headers["Retry-After"]
+        # The same app started again (a second lifespan) computes again.
+        state.open_compute_threads()
+        assert await state.run_in_thread(lambda: 7) == 7
+        return seen, worker
+
+    seen, worker = asyncio.run(scenario())
+    assert seen == "req-42"
+    assert worker.startswith("blastrate-compute")

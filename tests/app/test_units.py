@@ -139,3 +139,26 @@ def test_sizes_bits_are_an_eighth_of_bytes(number: int, prefix: str) -> None:
     nbytes = number * _PREFIX[prefix]
     assert parse_size(f"{number}{prefix}B") == nbytes
     assert parse_size(f"{8 * number}{prefix}b") == nbytes
+
+
+_DURATION_FACTOR = {"": 1, "s": 1, "ms": Fraction(1, 10**3), "us": Fraction(1, 10**6), "h": 3600}
+
+
+@given(
+    st.integers(min_value=1, max_value=10**12),
+    st.integers(min_value=0, max_value=12),
+    st.integers(min_value=-30, max_value=30),
+    st.sampled_from(sorted(_DURATION_FACTOR)),
+)
+def test_decimal_text_is_rounded_once(digits: int, point: int, exponent: int, unit: str) -> None:
+    """A decimal with a fraction and an exponent, times a unit, is the exact product
+    rounded once to the nearest double: the reference is Python's exact Fraction
+    arithmetic, whose float() rounds correctly."""
+    whole, fraction = divmod(digits, 10**point)
+    text = f"{whole}.{fraction:0{point}d}" if point else str(digits)
+    text += f"e{exponent}{unit}"
+    exact = Fraction(digits, 10**point) * Fraction(10) ** exponent * _DURATION_FACTOR[unit]
+    assert parse_duration(text) == float(exact)
+    assert parse_bitrate(text.removesuffix(unit) + "Mbps") == float(
+        Fraction(digits, 10**point) * Fraction(10) ** exponent * 10**6
+    )

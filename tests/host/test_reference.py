@@ -17,6 +17,7 @@ relative 1e-10 (root of the CDF), Lanczos (stopped at 1e-13 changes) the same.
 from __future__ import annotations
 
 import itertools
+import pickle
 
 import numpy as np
 import pytest
@@ -135,3 +136,33 @@ def test_engine_fallback_matches_the_reference(monkeypatch):
     r = interrupt_service_time(w, p)
     assert r.method == "uniformization"
     check_against_reference(r, w, p)
+
+
+@pytest.mark.parametrize(
+    ("w", "p", "method", "dense_max", "small"),
+    [
+        (Workload(2, 3, cores=1, disks=2), SX280, "spectral", 4_000, 64),
+        (Workload(2, 5, cores=3, disks=2), SLOW_DISK, "spectral-lanczos", 4, 64),
+        (Workload(2, 6, cores=1), SLOW_DISK, "spectral-tridiagonal", 400, 2),
+    ],
+)
+def test_results_pickle_before_and_after_the_distribution(
+    w, p, method, dense_max, small, monkeypatch
+):
+    """The distribution is computed on first access; the result must still cross a
+    process boundary (multiprocessing, Dask) either way, with the same answers."""
+    monkeypatch.setattr(_shape, "DENSE_MAX", dense_max)
+    monkeypatch.setattr(_shape, "SMALL", small)
+    _shape.SHAPES.clear()
+    try:
+        r = interrupt_service_time(w, p)
+        assert r.method == method
+        early = pickle.loads(pickle.dumps(r))
+        quantiles = r.quantiles_s  # computes the eigen-decomposition
+        late = pickle.loads(pickle.dumps(r))
+        for copy in (early, late):
+            assert copy.mean_s == r.mean_s
+            assert copy.quantiles_s == quantiles
+            np.testing.assert_array_equal(copy.cdf, r.cdf)
+    finally:
+        _shape.SHAPES.clear()
