@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import uvicorn
 
@@ -19,6 +20,48 @@ from app import Settings, create_app
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=".*httpx2.*")
     from fastapi.testclient import TestClient
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compiled_kernels() -> None:
+    """Compile the project's Numba kernels once, in this process and one thread, before
+    any service test runs (the app's tests are collected first, so in a whole run this
+    is before any test at all).
+
+    On a fresh machine Numba's disk cache is empty, and tests that run the service
+    compute in several threads and worker processes at once; two of them compiling the
+    same cached kernel at the same moment can fail ("no compiled object yet") or leave
+    a cache entry that another process then cannot read.  Afterwards every thread and
+    worker only loads what is already compiled.  The calls are the ones the service's
+    paths make: the whole method (both NIC service models), the NIC queue's three
+    rules, and a small net through steady state, transient analysis and time to
+    absorption.
+    """
+    import queues
+    import srn
+    from app.warmup import compile_default_nets
+
+    compile_default_nets()
+    rates = np.array([1.0e4, 3.0e4])
+    queues.bulk_service_queue(rates, 20_800.0, 64, 6)
+    queues.bulk_service_queue(rates, 20_800.0, 64, 6, min_batch=1)
+    alpha, T = np.array([1.0, 0.0]), np.array([[-3.0e4, 3.0e4], [0.0, -3.0e4]])
+    queues.bulk_service_queue(rates, None, 64, 6, phase_type=(alpha, T))
+    net = srn.Net(
+        {"q": 0},
+        [
+            srn.timed("arrive", "lam", outputs={"q": 1}, inhibitors={"q": 10}),
+            srn.timed("serve", "mu", inputs={"q": 1}),
+        ],
+        parameters={"lam": 1.0, "mu": 2.0},
+    )
+    graph = srn.reachability_graph(net)
+    Q = graph.generator()
+    srn.steady_state(Q)
+    srn.transient(Q, [0.5, 1.0], graph.initial_distribution)
+    # The tagged-customer method on the same chain: the state q = 0 made absorbing.
+    srn.time_to_absorption(Q, np.eye(Q.shape[0])[-1], absorbing=[0])
+
 
 #: Limits small enough for the tests to reach them cheaply.
 TEST_SETTINGS: dict[str, Any] = {
