@@ -992,10 +992,19 @@ class JobProgress(ResponseModel):
     )
     states: int | None = Field(default=None, description="Tangible markings explored.")
     edges: int | None = Field(default=None, description="CTMC edges generated.")
-    iterations: int | None = Field(
-        default=None, description="Iterations of the steady-state solver (0 for direct)."
+    method: str | None = Field(
+        default=None, description="The steady-state solver's route running (or that ran)."
     )
-    residual: float | None = Field(default=None, description="||pi Q||_1 of the steady state.")
+    iterations: int | None = Field(
+        default=None,
+        description="Iterations of the steady-state solver so far, reported every 10 "
+        "(0 for direct routes).",
+    )
+    residual: float | None = Field(
+        default=None,
+        description="||pi Q||_1 (1/s): of the current iterate while solving (estimated from "
+        "the recurrence for BiCGSTAB; none yet for direct routes), then of the steady state.",
+    )
     elapsed_s: float | None = Field(default=None, description="Wall time since the job started.")
 
 

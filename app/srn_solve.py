@@ -9,6 +9,7 @@ budget and must move to the pool.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -440,7 +441,19 @@ def _solve(
         and graph.n_states <= budget.max_distribution_states
     )
     if analysis == "steady-state":
-        solution = srn.steady_state(Q, time_limit=budget.time_limit_s)
+
+        def solving(report: srn.SolveProgress) -> None:
+            # The engine reports each route's start and every 10 iterations.
+            progress(
+                {
+                    "stage": "solving",
+                    "method": report.method,
+                    "iterations": report.iterations,
+                    "residual": report.residual if math.isfinite(report.residual) else None,
+                }
+            )
+
+        solution = srn.steady_state(Q, time_limit=budget.time_limit_s, progress=solving)
         progress(
             {
                 "stage": "measures",

@@ -262,3 +262,22 @@ def test_jobs_of_a_crashed_owner_are_marked_interrupted(tmp_path: Path) -> None:
     assert record is not None and record.status == "interrupted"
     assert "restart or crash" in record.problem["detail"]  # type: ignore[index]
     store.close()
+
+
+def test_a_running_solve_reports_its_iterations(job_app: Any) -> None:
+    """While the steady-state solver runs, the job shows its route, iterations and the
+    current residual (reported by the engine every 10 iterations), not only the states."""
+    client = job_app()
+    location = client.post("/srn/jobs", json={"net": three_queues(60)}).headers["location"]
+    solving = wait(
+        client,
+        location,
+        lambda b: b["status"] == "running" and (b["progress"].get("iterations") or 0) > 0,
+    )
+    progress = solving["progress"]
+    assert progress["stage"] == "solving"
+    assert progress["states"] == 61**3
+    assert isinstance(progress["method"], str) and progress["method"]
+    assert progress["iterations"] % 10 == 0
+    assert progress["residual"] is None or progress["residual"] > 0
+    assert client.delete(location).status_code == 200
