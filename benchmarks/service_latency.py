@@ -52,11 +52,16 @@ def free_port() -> int:
 
 
 def start_server(
-    port: int, log_level: str, settings: dict[str, str] | None = None
+    port: int, log_level: str, settings: dict[str, str] | None = None, root: Path = ROOT
 ) -> subprocess.Popen[bytes]:
-    """``uvicorn app.main:app`` on 127.0.0.1:``port``, with ``settings`` (``BLASTRATE_*``
-    variables) added to this process's environment."""
-    env = {**os.environ, "BLASTRATE_LOG_LEVEL": log_level, **(settings or {})}
+    """``uvicorn app.main:app`` from the source tree ``root`` on 127.0.0.1:``port``, with
+    ``settings`` (``BLASTRATE_*`` variables) added to this process's environment."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(root),
+        "BLASTRATE_LOG_LEVEL": log_level,
+        **(settings or {}),
+    }
     # As scripts/_venv.sh does for the service: one BLAS thread per process (the matrices
     # are small, and BLAS threads would contend with the client for the cores).
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -75,7 +80,7 @@ def start_server(
             "warning",
             "--no-access-log",
         ],
-        cwd=ROOT,
+        cwd=root,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

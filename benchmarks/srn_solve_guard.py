@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -32,6 +31,10 @@ import time
 from pathlib import Path
 
 import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from service_latency import free_port, start_server, wait_ready
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -121,28 +124,9 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": str(args.root), "BLASTRATE_LOG_LEVEL": "warning"}
-    env.update(item.split("=", 1) for item in args.env)
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "app.main:app",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=args.root,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    port = free_port()
+    server = start_server(
+        port, "warning", dict(item.split("=", 1) for item in args.env), root=args.root
     )
     base = f"http://127.0.0.1:{port}"
     body = {"net": explosive_net(args.immediate)}
@@ -152,16 +136,7 @@ def main() -> int:
         "body_bytes": len(json.dumps(body)),
     }
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(base + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("the server did not become ready")
-            time.sleep(0.2)
+        wait_ready(port, server, timeout=90.0)
         sampler = MemorySampler(server.pid)
         result["idle_server_rss_MB"] = round(_rss(server.pid) / 1e6, 1)
         sampler.start()

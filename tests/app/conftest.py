@@ -1,15 +1,22 @@
-"""Fixtures for the HTTP service tests: apps with small limits, clients, live servers."""
+"""Fixtures for the HTTP service tests: apps with small limits, clients, live servers
+(in a thread, or as a real uvicorn process: :func:`live_server`)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 import uvicorn
@@ -179,9 +186,7 @@ def unused_port() -> int:
 def server_url(tmp_path: Path) -> Iterator[str]:
     """A service (probe on, 0.2 s windows, its own SQLite file) on a loopback port, run
     by uvicorn in a thread, for the commands' ``--server`` mode; stopped after."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     app = create_app(
         Settings(
             warm_up=False,
@@ -206,3 +211,53 @@ def server_url(tmp_path: Path) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+#: The repository (uvicorn runs from here).
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def live_server(env: dict[str, str], workers: int = 1) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``uvicorn app.main:app`` on 127.0.0.1, ready, killed at the end if still running."""
+    port = free_port()
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("BLASTRATE_")}
+    base_env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    full_env = {
+        **base_env,
+        "BLASTRATE_WARM_UP": "false",
+        "BLASTRATE_LOG_LEVEL": "warning",
+        "BLASTRATE_SOLVE_WORKERS": "1",
+        **env,
+    }
+    command = [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--workers", str(workers), "--log-level", "warning"]
+    server = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=full_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # so that the test can end the whole group if it must
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(base + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert server.poll() is None, "the server exited during start-up"
+            assert time.monotonic() < deadline, "the server did not become ready in 60 s"
+            time.sleep(0.1)
+        yield base, server
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait(10)

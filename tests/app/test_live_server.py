@@ -14,66 +14,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from conftest import ENDLESS, explosive_net, free_port
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@contextmanager
-def live_server(env: dict[str, str], workers: int = 1) -> Iterator[tuple[str, subprocess.Popen]]:
-    """``uvicorn app.main:app`` on 127.0.0.1, ready, killed at the end if still running."""
-    port = free_port()
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith("BLASTRATE_")}
-    base_env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    full_env = {
-        **base_env,
-        "BLASTRATE_WARM_UP": "false",
-        "BLASTRATE_LOG_LEVEL": "warning",
-        "BLASTRATE_SOLVE_WORKERS": "1",
-        **env,
-    }
-    command = [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1"]
-    command += ["--port", str(port), "--workers", str(workers), "--log-level", "warning"]
-    server = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        env=full_env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # so that the test can end the whole group if it must
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(base + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert server.poll() is None, "the server exited during start-up"
-            assert time.monotonic() < deadline, "the server did not become ready in 60 s"
-            time.sleep(0.1)
-        yield base, server
-    finally:
-        if server.poll() is None:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait(10)
+from conftest import ENDLESS, explosive_net, live_server
 
 
 def _post_in_background(url: str, body: dict[str, Any]) -> tuple[threading.Thread, dict[str, Any]]:
