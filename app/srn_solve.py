@@ -23,7 +23,14 @@ import srn
 from .pnml_input import with_net
 from .problems import FieldProblem, ProblemError, problem_from_exception
 
-__all__ = ["SolveBudget", "SolveEstimate", "SolveTooLarge", "estimate_srn_solve", "solve_srn"]
+__all__ = [
+    "SolveBudget",
+    "SolveEstimate",
+    "SolveTooLarge",
+    "check_srn_request",
+    "estimate_srn_solve",
+    "solve_srn",
+]
 
 
 @dataclass(frozen=True)
@@ -357,6 +364,31 @@ def _engine_errors() -> Iterator[None]:
                 entry.actual,
             )
         raise problem from exc
+
+
+def check_srn_request(request: Mapping[str, Any], budget: SolveBudget) -> None:
+    """Refuse, before any solving, what :func:`solve_srn` would refuse before solving:
+    the request-level limits, a transient analysis without times, and a net that does
+    not compile (an unknown place or function in an expression, a bad arc).
+
+    ``POST /srn/jobs`` calls it so that such a body is a 422 at once rather than a job
+    that fails later.  It costs a compilation of the net (milliseconds), not a state.
+
+    Parameters
+    ----------
+    request : dict
+        The validated request body, its net in JSON form (PNML already read).
+    budget : SolveBudget
+        The limits the solve will run under.
+
+    Raises
+    ------
+    ProblemError
+        Naming the field and the reason, as :func:`solve_srn` would.
+    """
+    _check_sizes(request, budget)
+    with _engine_errors():
+        srn.compile_net(srn.Net.from_dict(request["net"]), budget.limits())
 
 
 def solve_srn(

@@ -28,6 +28,7 @@ from ..pnml_input import with_net
 from ..problems import FieldProblem, ProblemError
 from ..schemas import SrnJob, SrnSolveRequest
 from ..settings import Settings
+from ..srn_solve import SolveBudget, check_srn_request
 from ..state import encode, service
 from .common import problem_responses
 
@@ -175,9 +176,11 @@ async def post_srn_job(body: SrnSolveRequest, request: Request) -> Response:
     limits = srn.PnmlLimits(
         max_bytes=settings.max_body_bytes, max_elements=settings.max_pnml_elements
     )
-    # A PNML net is parsed now, so a bad document is a 422 rather than a failed job.
+    # The net is read (PNML) and compiled now, so a bad body is a 422 rather than a
+    # failed job.
     payload = dict(await anyio.to_thread.run_sync(with_net, payload, limits))
     runner: JobRunner = await _store_call(request, jobs.runner)
+    await anyio.to_thread.run_sync(check_srn_request, payload, SolveBudget(**runner.budget))
     try:
         record = await _store_call(request, runner.store.create, payload, settings.max_queued_jobs)
     except QueueFull as exc:

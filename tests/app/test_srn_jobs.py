@@ -200,10 +200,23 @@ def test_result_size_limit_is_named(job_app: Any) -> None:
     assert body["problem"]["errors"][0]["limit"] == "max_job_result_bytes"
 
 
-def test_model_errors_fail_the_job_with_the_field(job_app: Any) -> None:
+def test_model_errors_fail_the_job_with_the_field(job_app: Any, problem_of: Any) -> None:
     client = job_app()
+    # Found when the net is compiled: refused at submission.
     bad = {"net": {"places": {"q": 0}, "transitions": [{"name": "t", "rate": "#nowhere"}]}}
-    body = wait(client, client.post("/srn/jobs", json=bad).headers["location"], done)
+    refused = problem_of(client.post("/srn/jobs", json=bad), 422)
+    assert refused["errors"][0]["field"].startswith("body.net.transitions")
+    # Found only while exploring (the rate turns negative at q = 2): the job fails.
+    late = {
+        "net": {
+            "places": {"q": 0},
+            "transitions": [
+                {"name": "arrive", "rate": 1.0, "outputs": {"q": 1}, "inhibitors": {"q": 3}},
+                {"name": "serve", "rate": "1 - #q", "inputs": {"q": 1}},
+            ],
+        }
+    }
+    body = wait(client, client.post("/srn/jobs", json=late).headers["location"], done)
     assert body["status"] == "failed"
     assert body["problem"]["errors"][0]["field"].startswith("body.net.transitions")
 
@@ -281,3 +294,27 @@ def test_a_running_solve_reports_its_iterations(job_app: Any) -> None:
     assert progress["iterations"] % 10 == 0
     assert progress["residual"] is None or progress["residual"] > 0
     assert client.delete(location).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # A rate naming a place the net does not have.
+        {"net": {**QUEUE, "transitions": [{**QUEUE["transitions"][0], "rate": "#b"}]}},
+        # A call outside the expression whitelist.
+        {"net": {**QUEUE, "transitions": [{**QUEUE["transitions"][0], "rate": "__import__(1)"}]}},
+        # A transient analysis without times.
+        {"net": QUEUE, "analysis": "transient"},
+    ],
+    ids=["unknown-place", "not-whitelisted", "transient-without-times"],
+)
+def test_a_body_solve_would_refuse_is_refused_at_once(job_app: Any, body: Any) -> None:
+    """What /srn/solve refuses before solving is a 422 at submission, with the same
+    problem, not a job that is queued and fails later."""
+    client = job_app()
+    r = client.post("/srn/jobs", json=body)
+    assert r.status_code == 422, r.text
+    direct = client.post("/srn/solve", json=body)
+    assert direct.status_code == 422
+    assert r.json()["type"] == direct.json()["type"]
+    assert r.json()["errors"] == direct.json()["errors"]
