@@ -499,12 +499,18 @@ def problem_from_exception(
         )
         return ProblemError("limit-exceeded" if limit else "invalid-parameter", str(exc), [entry])
     if isinstance(exc, srn.LimitExceededError):
+        # Without the engine's library hint (srn.Limits(...)): the problem names the
+        # service's own setting in `raise_with`.
         return ProblemError(
             "limit-exceeded",
-            str(exc),
+            exc.summary,
             [
                 FieldProblem(
-                    where(None, "net"), str(exc), exc.limit, float(exc.maximum), float(exc.reached)
+                    where(None, "net"),
+                    exc.summary,
+                    exc.limit,
+                    float(exc.maximum),
+                    float(exc.reached),
                 )
             ],
         )

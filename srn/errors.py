@@ -110,6 +110,9 @@ class LimitExceededError(SRNError):
     hint : str or None
         How to raise the limit (for example ``"srn.Limits(max_states=...)"``), when
         it is a setting of the engine.
+    summary : str
+        The message without that hint, for a program that offers its own way to raise
+        the limit (a service setting, a command-line option).
     """
 
     def __init__(
@@ -120,10 +123,9 @@ class LimitExceededError(SRNError):
         self.reached = reached
         self.hint = hint
         detail = f" ({what})" if what else ""
+        self.summary = f"limit {limit}={maximum} exceeded: reached {reached}{detail}"
         advice = f"; to allow more, raise it with {hint}" if hint else ""
-        super().__init__(
-            f"limit {limit}={maximum} exceeded: reached {reached}{detail}{advice}", field=limit
-        )
+        super().__init__(self.summary + advice, field=limit)
 
 
 class VanishingLoopError(SRNError):

@@ -53,11 +53,15 @@ def test_state_limit(make_client: Any, problem_of: Any) -> None:
     ok = client.post("/srn/solve", json={"net": queue_net(299)})
     assert ok.status_code == 200 and ok.json()["n_states"] == 300
     r = client.post("/srn/solve", json={"net": queue_net(1_000)})
-    error = problem_of(r, 422)["errors"][0]
+    problem = problem_of(r, 422)
+    error = problem["errors"][0]
     assert error["limit"] == "max_states"
     assert error["allowed"] == 300
     assert error["actual"] > 300
     assert error["field"] == "body.net"
+    # The service's own setting is named (raise_with), not the library's srn.Limits.
+    assert error["raise_with"] == "BLASTRATE_MAX_STATES"
+    assert "srn.Limits" not in problem["detail"] + error["reason"]
 
 
 def test_expression_length_limit(make_client: Any, problem_of: Any) -> None:
