@@ -357,6 +357,9 @@ class JobRunner:
             run.conn.close()
         run.progress["stage"] = status
         run.progress["elapsed_s"] = round(time.monotonic() - run.started, 3)
+        if problem is not None and not problem.get("instance"):
+            # Made outside any request (in the job's process, or here): it is about the job.
+            problem = {**problem, "instance": f"/srn/jobs/{job_id}"}
         self.store.finish(job_id, status, result=result, problem=problem, progress=run.progress)
         self._running.pop(job_id, None)
         log.info("job ended", extra={"job": job_id, "status": status})

@@ -216,9 +216,11 @@ def test_model_errors_fail_the_job_with_the_field(job_app: Any, problem_of: Any)
             ],
         }
     }
-    body = wait(client, client.post("/srn/jobs", json=late).headers["location"], done)
+    location = client.post("/srn/jobs", json=late).headers["location"]
+    body = wait(client, location, done)
     assert body["status"] == "failed"
     assert body["problem"]["errors"][0]["field"].startswith("body.net.transitions")
+    assert body["problem"]["instance"] == location
 
 
 def test_bad_pnml_is_refused_at_submission(job_app: Any, problem_of: Any) -> None:
