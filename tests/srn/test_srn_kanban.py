@@ -138,6 +138,21 @@ def test_bicgstab_gs_agrees_with_gauss_seidel_sweeps_on_kanban_3():
     np.testing.assert_allclose(krylov.probabilities, sweeps.probabilities, rtol=0, atol=1e-11)
 
 
+def test_bicgstab_gs_on_two_threads_agrees_with_one_on_kanban_3():
+    # Two threads make the preconditioner block Gauss-Seidel over two blocks of states;
+    # the answer must not change beyond the solver's tolerance: 1e-11 absolute per
+    # state against the one-thread solve (each meets a residual of 1e-12 times the
+    # largest exit rate), and the few transitions cut by the blocks cost few iterations.
+    Q = reachability_graph(kanban(3)).generator()
+    one = steady_state(Q, method="bicgstab-gs", workers=1)
+    two = steady_state(Q, method="bicgstab-gs", workers=2)
+    assert [a.method for a in two.attempts] == ["bicgstab-gs"]
+    np.testing.assert_allclose(two.probabilities, one.probabilities, rtol=0, atol=1e-11)
+    assert two.iterations <= 1.5 * one.iterations
+    with pytest.raises(ValueError, match="workers"):
+        steady_state(Q, workers=0)
+
+
 def test_steady_state_reports_its_progress_and_stops_when_the_callback_raises():
     # Kanban N = 3 takes a few dozen BiCGSTAB iterations: one report when the route
     # starts (no residual yet), then one every 10 iterations with a finite residual
