@@ -132,12 +132,11 @@ class ServiceMiddleware:
         finally:
             elapsed = time.perf_counter() - start
             route = scope.get("route")
-            template = getattr(route, "path", None) or scope.get("blastrate.route")
-            if template is None:
-                # Starlette's own routes (FastAPI's /openapi.json) set the endpoint but
-                # not the route; without path parameters, their path is their template.
-                matched = "endpoint" in scope and not scope.get("path_params")
-                template = scope["path"] if matched else "unmatched"
+            template = (
+                getattr(route, "path", None)
+                or scope.get("blastrate.route")
+                or _template_of_endpoint(scope)
+            )
             self.metrics.requests.labels(scope["method"], template, str(status)).observe(elapsed)
             if access_log.isEnabledFor(logging.INFO):
                 access_log.info(
@@ -183,6 +182,23 @@ class ServiceMiddleware:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": entry.body})
         return True
+
+
+def _template_of_endpoint(scope: Scope) -> str:
+    """The path template of the app's route that served ``scope``, else ``"unmatched"``.
+
+    Starlette's own routes (FastAPI's ``/openapi.json``) record their endpoint but not
+    themselves, so the route is found by its endpoint.  Mounts (static files) and unknown
+    paths stay ``"unmatched"``: a label taken from the raw path would give every new path
+    its own time series.
+    """
+    endpoint = scope.get("endpoint")
+    app = scope.get("app")
+    if endpoint is not None and app is not None:
+        for candidate in getattr(app, "routes", ()):
+            if getattr(candidate, "endpoint", None) is endpoint:
+                return str(candidate.path)
+    return "unmatched"
 
 
 def _client(scope: Scope) -> str | None:

@@ -12,10 +12,17 @@ twice.  ``L`` and ``U`` are stored apart, as CSR arrays built straight from the 
 BiCGSTAB are fused into the same compiled loops, which also compute the dot products
 the iteration needs.
 
+On several threads the rows are cut into consecutive blocks, and ``M`` keeps only the
+entries of ``L`` inside each block (block Gauss-Seidel).  The same identity holds with
+``N = A - M`` (``U`` plus the entries of ``L`` left out): ``v = p + N phat``.  Each block's
+forward solve needs only its own rows, so the blocks sweep at once; the products, which
+read every block's ``phat``, follow after a barrier.
+
 The iteration is van der Vorst's BiCGSTAB (SIAM J. Sci. Stat. Comput. 13(2), 1992) with
 the breakdown tests of SciPy's ``scipy.sparse.linalg.bicgstab``, so it takes the same
-steps that solver takes with ``M = D + L``; only rounding differs.  Compiled by Numba,
-imported lazily like the other kernels.
+steps that solver takes with the same ``M``; only rounding differs.  The sums are added
+in block order, so a given number of threads gives the same result bit for bit.
+Compiled by Numba, imported lazily like the other kernels.
 """
 
 from __future__ import annotations
@@ -482,6 +489,7 @@ class _Crew:
         return [first, *(future.result() for future in futures)]
 
     def close(self) -> None:
+        """Stop the threads (after the work already handed to them)."""
         if self.pool is not None:
             self.pool.shutdown()
 

@@ -352,6 +352,9 @@ class _Explorer:
         lo = 0
         zero_rate_firings = 0
         while lo < n_states:
+            if self.reporter is not None:
+                # Between chunks the counts agree: every edge out of the first lo states.
+                self.reporter(n_states, n_edges, lo)
             # Expand no more of the frontier than there is room left for new states, so
             # a net that outgrows max_states stops near the limit, not a chunk past it.
             room = self.limits.max_states - n_states
@@ -371,8 +374,6 @@ class _Explorer:
                 tid.append(np.full(len(rows), t.index, dtype=np.int32))
             enabled_any = np.concatenate([enabled_any, fired])
             lo = hi
-            if self.reporter is not None:
-                self.reporter(n_states, n_edges, lo)
             if not succ:
                 continue
             all_succ = np.concatenate(succ)
@@ -607,6 +608,10 @@ def _explore_constant(
         raise limits.exceeded("max_states", limits.max_states + 1, "tangible markings")
     if status == kernels.EDGES_EXCEEDED:
         raise limits.exceeded("max_edges", limits.max_edges + 1, "CTMC transitions")
+    if status == kernels.STOPPED:
+        # Only a report that raised asks the kernel to stop, and that exception is on its
+        # way up; a partial graph must never pass for a whole one.
+        raise RuntimeError("the compiled explorer stopped before the graph was complete")
     if status == kernels.OVERFLOW:
         # The NumPy explorer finds the same overflow and names the transition and marking.
         return _Explorer(net, params, starts, reporter).run()

@@ -28,6 +28,7 @@ Heyman, Operations Research 33(5), 1985.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import time
 from collections.abc import Callable
@@ -228,8 +229,8 @@ def steady_state(
     start = time.perf_counter()
     if method not in ("auto", "iterative", *_ROUTES):
         raise ValueError(f"unknown method {method!r}; use 'auto', 'iterative' or one of {_ROUTES}")
-    if workers is not None and workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
+    if workers is not None and (not isinstance(workers, numbers.Integral) or workers < 1):
+        raise ValueError(f"workers must be a whole number of at least 1, got {workers!r}")
     Q = as_generator(Q)
     n = Q.shape[0]
     split = None
@@ -276,7 +277,21 @@ def _threads_for(states: int) -> int:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
-    return max(1, min(cpus, _THREADS_MAX))
+    return max(1, min(cpus, _cpu_quota(), _THREADS_MAX))
+
+
+def _cpu_quota() -> int:
+    """CPUs a cgroup v2 quota allows (``docker --cpus``), rounded up; large if none.
+
+    The affinity mask still lists every core of the host in a container with a quota,
+    and threads beyond the quota would only wait for each other.
+    """
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as limit:
+            quota, period = limit.read().split()[:2]
+        return max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):  # no cgroup v2 file, or "max": no quota
+        return _THREADS_MAX
 
 
 def _residual_of(Q: sp.csr_array, pi: NDArray[np.float64]) -> float:

@@ -85,7 +85,10 @@ def test_metrics_have_request_and_solve_histograms(client: TestClient) -> None:
     # Unknown paths share one label value: the label set cannot grow without bound.
     client.get("/random/path/1")
     client.get("/openapi.json")
+    for k in range(3):  # under a mount: unknown files must not make labels of their own
+        client.get(f"/docs/assets/no-such-file-{k}")
     text = client.get("/metrics").text
+    assert "no-such-file" not in text
     assert 'route="unmatched",status="404"' in text
     # FastAPI's schema route is a plain Starlette route (no scope["route"]): still named.
     assert 'route="/openapi.json",status="200"' in text

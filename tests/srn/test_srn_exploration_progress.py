@@ -65,11 +65,26 @@ def test_the_numpy_explorer_reports_its_counts(every_report: None) -> None:
     check_reports(reports, graph)
 
 
-def test_a_raising_callback_stops_the_compiled_explorer(every_report: None) -> None:
+def test_a_raising_callback_stops_the_compiled_explorer(
+    every_report: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Kanban N = 4 (454,475 states): stop as soon as 100,000 are found.  The exception
-    # reaches the caller before the graph is complete, and the kernel's thread is gone.
+    # reaches the caller before the graph is complete, the kernel itself returned early
+    # (its status is STOPPED, with fewer states than the graph has), and its thread is gone.
+    from srn import _exploration_kernels as kernels
+
     class Enough(Exception):
         pass
+
+    returned: list[tuple[int, int]] = []
+    kernel = kernels.explore_constant
+
+    def recorded(*args):
+        result = kernel(*args)
+        returned.append((int(result[0]), len(result[1])))
+        return result
+
+    monkeypatch.setattr(kernels, "explore_constant", recorded)
 
     seen: list[ExplorationProgress] = []
 
@@ -83,3 +98,6 @@ def test_a_raising_callback_stops_the_compiled_explorer(every_report: None) -> N
     assert not seen[-1].done
     assert seen[-1].states < 454_475
     assert not [t for t in threading.enumerate() if t.name.startswith("srn-explore")]
+    ((status, states),) = returned
+    assert status == kernels.STOPPED
+    assert states < 454_475
