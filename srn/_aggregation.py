@@ -264,7 +264,7 @@ def _exit_rates(rows: sp.csr_array, lo: int, hi: int) -> NDArray[np.float64]:
     """Total rate (1/s) from each of these rows to columns outside ``lo:hi``."""
     coo = rows.tocoo()
     out = (coo.col < lo) | (coo.col >= hi)
-    return np.bincount(coo.row[out], weights=coo.data[out], minlength=hi - lo)
+    return np.bincount(coo.row[out], weights=coo.data[out], minlength=hi - lo).astype(float)
 
 
 def _envelope(M: sp.csr_array) -> int:
