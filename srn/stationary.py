@@ -8,21 +8,29 @@ first whose residual ``||pi Q||_1`` meets the target:
 2. ``direct``: GTH elimination in a reverse Cuthill-McKee order, when the band it
    leaves is narrow (queues, birth-death chains); subtraction-free, so it keeps the
    relative accuracy of tiny probabilities even with rates spanning 12 decades.
-3. ``sparse-lu``: SuperLU with a minimum-degree ordering of ``A + A^T``, when the fill
+3. ``iad``: Koury-McAllister-Stewart iterative aggregation-disaggregation, when the
+   rates show a nearly completely decomposable structure (a band of at least 3
+   decades free of rates splits them into strong and weak, and the strong ones alone
+   leave 2 to 300 blocks; see :func:`srn._aggregation.ncd_partition`).  Block masses
+   come from GTH on the aggregated chain and block solves are subtraction-free, so it
+   keeps relative accuracy where the residual-driven routes below meet their target
+   with block masses off by percents.
+4. ``sparse-lu``: SuperLU with a minimum-degree ordering of ``A + A^T``, when the fill
    estimated before factorising (the envelope of the RCM order) fits the memory budget.
-4. ``bicgstab-gs``: BiCGSTAB preconditioned by a Gauss-Seidel sweep (GMRES(50) after a
+5. ``bicgstab-gs``: BiCGSTAB preconditioned by a Gauss-Seidel sweep (GMRES(50) after a
    breakdown, reported as ``gmres-gs``); stops early when the residual stagnates.
-5. ``gmres-ilu``: GMRES(50) preconditioned by an incomplete LU whose fill is capped by
+6. ``gmres-ilu``: GMRES(50) preconditioned by an incomplete LU whose fill is capped by
    the memory budget; it solves nearly decomposable and grid-like chains on which the
    sweep preconditioner stalls.
-6. ``sor``: plain Gauss-Seidel/SOR sweeps on the singular system, the slow but robust
+7. ``sor``: plain Gauss-Seidel/SOR sweeps on the singular system, the slow but robust
    last resort.
 
 Each result reports the route taken, its iterations and residual, and every route tried
 before it.  When none reaches the target, :class:`~srn.errors.ConvergenceError` lists
 them with the best residual reached.  References: W. J. Stewart, *Introduction to the
-Numerical Solution of Markov Chains* (Princeton, 1994), ch. 2-4; Grassmann, Taksar and
-Heyman, Operations Research 33(5), 1985.
+Numerical Solution of Markov Chains* (Princeton, 1994), ch. 2-4 and 6; Grassmann, Taksar
+and Heyman, Operations Research 33(5), 1985; Koury, McAllister and Stewart, SIAM J. Alg.
+Disc. Meth. 5(2), 1984.
 """
 
 from __future__ import annotations
@@ -141,7 +149,7 @@ class SteadyState:
     residual : float
         ``||pi Q||_1``, the 1-norm of the balance-equation residual (1/s).
     method : str
-        The route that produced it: ``"dense"``, ``"direct"``, ``"sparse-lu"``,
+        The route that produced it: ``"dense"``, ``"direct"``, ``"iad"``, ``"sparse-lu"``,
         ``"bicgstab-gs"``, ``"gmres-gs"``, ``"gmres-ilu"`` or ``"sor"``.
     iterations : int
         Iterations of that route (0 for direct routes).
@@ -185,8 +193,9 @@ def steady_state(
         Generator matrix, rows summing to zero, rates in 1/s.
     method : str
         ``"auto"`` runs the cascade of the module notes; ``"iterative"`` runs only its
-        iterative routes; any route name (``"dense"``, ``"direct"``, ``"sparse-lu"``,
-        ``"bicgstab-gs"``, ``"gmres-ilu"``, ``"sor"``) runs that route alone.
+        iterative routes; any route name (``"dense"``, ``"direct"``, ``"iad"``,
+        ``"sparse-lu"``, ``"bicgstab-gs"``, ``"gmres-ilu"``, ``"sor"``) runs that route
+        alone (``"iad"`` on a chain without NCD structure fails with the reason).
     tol : float
         Target 1-norm residual relative to the largest exit rate (dimensionless).  The
         dense and direct routes are accepted at ``1e-9`` relative whatever ``tol``
@@ -196,7 +205,8 @@ def steady_state(
     time_limit : float, optional
         Wall-clock seconds the whole solve may use.
     memory_limit : float
-        Bytes the LU or ILU factors may take, estimated before factorising.
+        Bytes the LU, ILU or ``iad`` block factors may take, estimated before
+        factorising.
     progress : callable, optional
         Called with a :class:`SolveProgress` when each route starts and then every
         10 iterations of an iterative route, from the solving thread.  An exception
