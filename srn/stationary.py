@@ -575,6 +575,8 @@ class _Cascade:
         # Rows of ``inflow`` hold the rates into each state from other blocks, and
         # ``to_block[i, J]`` the rate from state i to block J (its own excluded).
         inflow = sp.csr_array(off.T)
+        # Row slices per block, cut once: the sweep visits every block each iteration.
+        inflows = [inflow[bounds[b] : bounds[b + 1]] for b in range(part.n_blocks)]
         indicator = sp.csr_array(
             (np.ones(self.m), (np.arange(self.m), labels)), shape=(self.m, part.n_blocks)
         )
@@ -623,7 +625,7 @@ class _Cascade:
             w = z.copy()
             for block in range(part.n_blocks):
                 lo, hi = bounds[block], bounds[block + 1]
-                b = inflow[lo:hi] @ w
+                b = inflows[block] @ w
                 if b.sum() > 0.0:
                     w[lo:hi] = solver.solve(block, b)
             total = float(w.sum())

@@ -207,10 +207,20 @@ def test_iad_with_sparse_lu_blocks_keeps_the_block_masses(wide_ncd, monkeypatch)
 
 
 def test_iad_refuses_a_chain_that_is_not_nearly_decomposable():
-    # The 441-state tandem's rates (1, 1.5, 2) have no gap: auto does not plan iad, and
-    # asking for it fails that attempt with the reason rather than returning garbage.
+    # A random 1,200-state generator, rates uniform in [0.5, 2] (no gap), too wide in
+    # band for banded GTH: auto goes straight to sparse LU without planning iad.
+    rng = np.random.default_rng(3)
+    n = 1_200
+    i, j = rng.integers(0, n, (2, 6 * n))
+    keep = i != j
+    R = sp.coo_array((rng.uniform(0.5, 2.0, keep.sum()), (i[keep], j[keep])), shape=(n, n))
+    R = R.tocsr() + sp.diags_array(np.ones(n), offsets=1, shape=(n, n))
+    R = sp.csr_array(R + sp.coo_array(([1.0], ([n - 1], [0])), shape=(n, n)))
+    Q = sp.csr_array(R - sp.diags_array(np.asarray(R.sum(axis=1)).ravel()))
+    assert [a.method for a in steady_state(Q).attempts] == ["sparse-lu"]
+    # The 441-state tandem's rates (1, 1.5, 2) have no gap either: asking for iad fails
+    # that attempt with the reason rather than returning garbage.
     Q = reachability_graph(tandem(20)).generator()
-    assert "iad" not in [a.method for a in steady_state(Q).attempts]
     with pytest.raises(ConvergenceError) as info:
         steady_state(Q, method="iad")
     (attempt,) = info.value.attempts
