@@ -627,7 +627,18 @@ class _Cascade:
                 lo, hi = bounds[block], bounds[block + 1]
                 b = inflows[block] @ w
                 if b.sum() > 0.0:
-                    w[lo:hi] = solver.solve(block, b)
+                    x = solver.solve(block, b)
+                    mass_of_x = float(x.sum())
+                    if not (math.isfinite(mass_of_x) and mass_of_x > 0.0):
+                        # Only a sparse LU block can do this: a block nested-NCD
+                        # itself, too ill-conditioned for factors that subtract.
+                        raise _Stopped(
+                            f"iad: the solve of block {block} ({hi - lo} states) "
+                            "lost all its mass (too ill-conditioned for its sparse LU)",
+                            unpermuted(z),
+                            iterations,
+                        )
+                    w[lo:hi] = x
             total = float(w.sum())
             if not (math.isfinite(total) and total > 0.0):
                 raise _Stopped("iad: the block sweep overflowed", unpermuted(z), iterations)

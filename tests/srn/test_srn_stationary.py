@@ -188,6 +188,23 @@ def test_auto_solves_a_wide_ncd_chain_by_iad_to_gth_accuracy(wide_ncd):
     np.testing.assert_allclose(result.probabilities[big], reference[big], rtol=1e-6)
 
 
+def test_iad_reports_progress_and_keeps_to_max_iterations(wide_ncd):
+    # Like the other iterative routes: a report per iteration with the residual of the
+    # iterate, and the iteration cap ends the attempt with a note naming it (its
+    # vector is still taken when its residual meets the target, as for those routes;
+    # with max_iterations=0 the uniform start does not).
+    Q, _ = wide_ncd
+    seen = []
+    steady_state(Q, method="iad", progress=seen.append)
+    iad = [p for p in seen if p.method == "iad"]
+    assert [p.iterations for p in iad[1:]] == list(range(len(iad) - 1))
+    assert np.isfinite(iad[-1].residual) and iad[-1].residual <= iad[-1].target
+    assert "max_iterations=1" in steady_state(Q, method="iad", max_iterations=1).attempts[0].note
+    with pytest.raises(ConvergenceError) as info:
+        steady_state(Q, method="iad", max_iterations=0)
+    assert "max_iterations=0" in info.value.attempts[0].note
+
+
 def test_iad_with_sparse_lu_blocks_keeps_the_block_masses(wide_ncd, monkeypatch):
     # Blocks too big for the dense factors get a sparse LU, which loses the weak exits
     # in cancellation: the shape within a block is then only as accurate as the LU,
@@ -204,6 +221,34 @@ def test_iad_with_sparse_lu_blocks_keeps_the_block_masses(wide_ncd, monkeypatch)
     np.testing.assert_allclose(
         block_masses(result.probabilities), block_masses(reference), rtol=1e-6
     )
+
+
+def test_iad_block_factors_keep_a_nested_ncd_chain_exact(monkeypatch):
+    # Two levels: 6 chains of nearly_decomposable(4, 40) (1e-6 couplings inside),
+    # joined in a ring by 1e-12 couplings.  The widest gap in the rates puts each
+    # 160-state chain in one block, so every block solve faces the 1e-6 couplings
+    # itself.  The GTH block factors subtract nothing: iad must match dense GTH to
+    # 1e-6 relative on every state above 1e-12 and 1e-10 absolute (measured 2e-15).
+    # Forced onto sparse LU, the block solves lose all their mass and the route
+    # must fail saying so, not return a vector (sparse LU alone is off by 1e5x here).
+    import srn._aggregation
+
+    rng = np.random.default_rng(5)
+    Q = sp.lil_array(sp.block_diag([nearly_decomposable(4, 40, 10 + s) for s in range(6)]))
+    for s in range(6):
+        Q[s * 160 + 7, (s + 1) % 6 * 160 + 3] = 10 ** rng.uniform(-12, -11)
+    Q = sp.csr_array(Q)
+    Q.setdiag(0.0)
+    Q = sp.csr_array(Q - sp.diags_array(np.asarray(Q.sum(axis=1)).ravel()))
+    reference = steady_state(Q, method="dense").probabilities
+    result = steady_state(Q, method="iad")
+    np.testing.assert_allclose(result.probabilities, reference, atol=1e-10, rtol=0)
+    big = reference > 1e-12
+    np.testing.assert_allclose(result.probabilities[big], reference[big], rtol=1e-6)
+    monkeypatch.setattr(srn._aggregation, "DENSE_BLOCK_MAX", 10)
+    with pytest.raises(ConvergenceError) as info:
+        steady_state(Q, method="iad")
+    assert "lost all its mass" in info.value.attempts[0].note
 
 
 def test_iad_refuses_a_chain_that_is_not_nearly_decomposable():
