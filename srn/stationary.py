@@ -581,7 +581,10 @@ class _Cascade:
             (np.ones(self.m), (np.arange(self.m), labels)), shape=(self.m, part.n_blocks)
         )
         to_block = sp.csr_array(off @ indicator)
-        solver = BlockSolver(Q, bounds, self.memory_limit, self.check_time)
+        try:
+            solver = BlockSolver(Q, bounds, self.memory_limit, self.check_time)
+        except MemoryError as err:
+            raise _Stopped(str(err) or "iad: out of memory") from None
         tol = self.target / self.scale
         v = np.full(self.m, 1.0 / self.m)
         previous: NDArray[np.float64] | None = None
@@ -599,6 +602,9 @@ class _Cascade:
             phi = v / mass[labels]
             C = (indicator.T @ (to_block * phi[:, None])).toarray()
             xi = _grassmann_taksar_heyman(C)
+            if not _usable(xi):
+                # A block whose exits all sit on states of probability zero (underflow).
+                raise _Stopped("iad: the aggregated chain fell apart", None, iterations)
             z = xi[labels] * phi
             z /= z.sum()
             residual = _residual_of(Q, z)

@@ -203,6 +203,11 @@ def test_iad_reports_progress_and_keeps_to_max_iterations(wide_ncd):
     with pytest.raises(ConvergenceError) as info:
         steady_state(Q, method="iad", max_iterations=0)
     assert "max_iterations=0" in info.value.attempts[0].note
+    # The block factors (30 blocks of 40, dense: about 0.4 MB) are estimated before
+    # factorising and refused beyond memory_limit, with the limit named.
+    with pytest.raises(ConvergenceError) as info:
+        steady_state(Q, method="iad", memory_limit=100_000)
+    assert "memory_limit=1e+05" in info.value.attempts[0].note
 
 
 def test_iad_with_sparse_lu_blocks_keeps_the_block_masses(wide_ncd, monkeypatch):
