@@ -102,6 +102,16 @@ _CONSTRAINTS = {
 }
 
 
+def _number_or_none(text: str) -> float | None:
+    """The number a query value spells, or None (too long, or not a number)."""
+    if len(text) > 64:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def _validation_problem(exc: RequestValidationError) -> ProblemError:
     errors: list[FieldProblem] = []
     for error in exc.errors():
@@ -121,6 +131,9 @@ def _validation_problem(exc: RequestValidationError) -> ProblemError:
                     actual = float(len(value))
                 elif isinstance(value, int | float) and not isinstance(value, bool):
                     actual = float(value)
+                elif isinstance(value, str) and not key.endswith("length"):
+                    # A query string's number arrives as text; pydantic has parsed it.
+                    actual = _number_or_none(value)
                 break
         errors.append(
             FieldProblem(

@@ -132,7 +132,12 @@ class ServiceMiddleware:
         finally:
             elapsed = time.perf_counter() - start
             route = scope.get("route")
-            template = getattr(route, "path", None) or scope.get("blastrate.route", "unmatched")
+            template = getattr(route, "path", None) or scope.get("blastrate.route")
+            if template is None:
+                # Starlette's own routes (FastAPI's /openapi.json) set the endpoint but
+                # not the route; without path parameters, their path is their template.
+                matched = "endpoint" in scope and not scope.get("path_params")
+                template = scope["path"] if matched else "unmatched"
             self.metrics.requests.labels(scope["method"], template, str(status)).observe(elapsed)
             if access_log.isEnabledFor(logging.INFO):
                 access_log.info(

@@ -990,8 +990,14 @@ class JobProgress(ResponseModel):
         description="`queued`, `starting`, `exploring` (reachability graph), `solving`, "
         "`measures`, then the final status."
     )
-    states: int | None = Field(default=None, description="Tangible markings explored.")
-    edges: int | None = Field(default=None, description="CTMC edges generated.")
+    states: int | None = Field(
+        default=None,
+        description="Tangible markings found: so far while `exploring` (reported about "
+        "every half second), then the graph's count.",
+    )
+    edges: int | None = Field(
+        default=None, description="CTMC edges generated: so far while `exploring`, then all."
+    )
     method: str | None = Field(
         default=None, description="The steady-state solver's route running (or that ran)."
     )

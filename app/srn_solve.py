@@ -447,6 +447,9 @@ def _solve(
             request.get("parameters") or None,
             initial_markings=starts,
             initial_probabilities=start_probabilities,
+            progress=lambda report: progress(
+                {"stage": "exploring", "states": report.states, "edges": report.edges}
+            ),
         )
     except srn.LimitExceededError as exc:
         if budget.in_process and exc.limit in _MOVE_TO_POOL:

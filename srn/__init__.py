@@ -27,6 +27,7 @@ from .errors import (
 )
 from .net import Limits, Net, Place, Transition, immediate, timed
 from .pnml import PnmlError, PnmlLimits, read_pnml, write_pnml
+from .progress import ExplorationProgress
 from .reachability import ReachabilityGraph
 from .rewards import (
     AccumulatedReward,
@@ -47,6 +48,7 @@ __all__ = [
     "ConvergenceError",
     "CumulativeSolution",
     "EvaluationError",
+    "ExplorationProgress",
     "ExpressionError",
     "LimitExceededError",
     "Limits",

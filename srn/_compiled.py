@@ -6,7 +6,7 @@ This module sits on top of :mod:`srn.reachability` (which only knows
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ from numpy.typing import ArrayLike
 from ._firing import MARKING_DTYPE, FiringRules
 from .errors import NetDefinitionError
 from .net import Limits, Net
+from .progress import ExplorationProgress
 from .reachability import ReachabilityGraph, explore
 
 __all__ = ["CompiledNet", "compile_net", "reachability_graph"]
@@ -58,6 +59,7 @@ class CompiledNet(FiringRules):
         *,
         initial_markings: ArrayLike | None = None,
         initial_probabilities: ArrayLike | None = None,
+        progress: Callable[[ExplorationProgress], None] | None = None,
     ) -> ReachabilityGraph:
         """The tangible reachability graph for these parameter values (cached).
 
@@ -71,6 +73,11 @@ class CompiledNet(FiringRules):
             marking that branches to a given distribution over markings.
         initial_probabilities : array, shape (k,), optional
             Probability of each initial marking (uniform when omitted).
+        progress : callable, optional
+            Called with an :class:`~srn.progress.ExplorationProgress` about every half
+            second while exploring, and once when done (not at all when the graph comes
+            from the cache).  An exception it raises stops the exploration and
+            propagates.
 
         Returns
         -------
@@ -105,7 +112,7 @@ class CompiledNet(FiringRules):
         if graph is not None:
             graph = self._reusable(graph, values)
         if graph is None:
-            graph = explore(self, values, starts)
+            graph = explore(self, values, starts, progress)
             self._graphs.pop(key, None)
             if len(self._graphs) >= _CACHED_GRAPHS:
                 self._graphs.pop(next(iter(self._graphs)))
@@ -166,6 +173,7 @@ def reachability_graph(
     limits: Limits | None = None,
     initial_markings: ArrayLike | None = None,
     initial_probabilities: ArrayLike | None = None,
+    progress: Callable[[ExplorationProgress], None] | None = None,
 ) -> ReachabilityGraph:
     """Generate the tangible reachability graph of a net.
 
@@ -186,6 +194,10 @@ def reachability_graph(
     initial_markings, initial_probabilities : array, optional
         Start from a distribution over markings (see
         :meth:`CompiledNet.reachability_graph`).
+    progress : callable, optional
+        Called with an :class:`~srn.progress.ExplorationProgress` (states found, edges,
+        states expanded, seconds) about every half second while exploring, and once
+        when done; an exception it raises stops the exploration and propagates.
 
     Returns
     -------
@@ -223,4 +235,5 @@ def reachability_graph(
         parameters,
         initial_markings=initial_markings,
         initial_probabilities=initial_probabilities,
+        progress=progress,
     )

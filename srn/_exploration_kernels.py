@@ -25,6 +25,11 @@ STATES_EXCEEDED = 1
 EDGES_EXCEEDED = 2
 OVERFLOW = 3
 REPACK = 4
+STOPPED = 5
+# Slots of the ``watch`` array of :func:`explore_constant`.
+WATCH_STATES, WATCH_EDGES, WATCH_EXPANDED, WATCH_STOP = 0, 1, 2, 3
+# The counts in ``watch`` are refreshed (and the stop request read) every this many states.
+_WATCH_EVERY = 4096
 
 
 @njit(cache=True, nogil=True)
@@ -256,6 +261,7 @@ def explore_constant(
     max_states: int,
     max_edges: int,
     bits: int,
+    watch: NDArray[np.int64],
 ) -> tuple[
     int,
     NDArray[np.int32],
@@ -272,10 +278,16 @@ def explore_constant(
     ``bits > 0`` markings are looked up by their packed ``bits``-per-place key (one
     memory access per lookup); a count that outgrows the field returns REPACK.
 
+    Every few thousand states the kernel writes the states found, the edges and the
+    states expanded into ``watch`` (slots WATCH_STATES, WATCH_EDGES, WATCH_EXPANDED) and
+    returns STOPPED if ``watch[WATCH_STOP]`` is non-zero: another thread, which runs it
+    without the GIL, can follow it and stop it.
+
     Returns
     -------
     status : int
-        DONE, STATES_EXCEEDED, EDGES_EXCEEDED or OVERFLOW (a count above int32).
+        DONE, STATES_EXCEEDED, EDGES_EXCEEDED, OVERFLOW (a count above int32) or
+        STOPPED.
     markings : (n, places) int32
     start_ids : (k,) int32
         State of each start row.
@@ -382,6 +394,15 @@ def explore_constant(
             max_edges,
         )
         head += 1
+        if head % _WATCH_EVERY == 0:
+            watch[WATCH_STATES] = n
+            watch[WATCH_EDGES] = e
+            watch[WATCH_EXPANDED] = head
+            if watch[WATCH_STOP] != 0 and status == DONE:
+                status = STOPPED
+    watch[WATCH_STATES] = n
+    watch[WATCH_EDGES] = e
+    watch[WATCH_EXPANDED] = head
     return status, markings[:n], start_ids, src[:e], dst[:e], tid[:e], enabled_any[:n]
 
 

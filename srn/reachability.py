@@ -9,7 +9,8 @@ in Python over markings.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,6 +27,7 @@ from .errors import (
     VanishingLoopError,
 )
 from .net import Limits
+from .progress import ExplorationProgress, ExplorationReporter
 
 __all__ = ["ReachabilityGraph", "explore"]
 
@@ -146,10 +148,17 @@ class _Resolved:
 
 
 class _Explorer:
-    def __init__(self, net: FiringRules, params: Mapping[str, float], starts: NDArray[Any]) -> None:
+    def __init__(
+        self,
+        net: FiringRules,
+        params: Mapping[str, float],
+        starts: NDArray[Any],
+        reporter: ExplorationReporter | None = None,
+    ) -> None:
         self.net = net
         self.starts = starts
         self.params = params
+        self.reporter = reporter
         self.limits: Limits = net.limits
         self.priorities = np.array([t.priority for t in net.immediate], dtype=np.int64)
 
@@ -362,6 +371,8 @@ class _Explorer:
                 tid.append(np.full(len(rows), t.index, dtype=np.int32))
             enabled_any = np.concatenate([enabled_any, fired])
             lo = hi
+            if self.reporter is not None:
+                self.reporter(n_states, n_edges, lo)
             if not succ:
                 continue
             all_succ = np.concatenate(succ)
@@ -454,7 +465,10 @@ def _cat(chunks: list[NDArray[Any]], dtype: Any) -> NDArray[Any]:
 
 
 def explore(
-    net: FiringRules, params: Mapping[str, float], starts: NDArray[Any]
+    net: FiringRules,
+    params: Mapping[str, float],
+    starts: NDArray[Any],
+    progress: Callable[[ExplorationProgress], None] | None = None,
 ) -> ReachabilityGraph:
     """Explore the tangible reachability graph of ``net`` from the markings ``starts``.
 
@@ -466,6 +480,9 @@ def explore(
         Every parameter's value.
     starts : ndarray of int32, shape (k, n_places)
         Initial markings (the initial distribution is uniform over them).
+    progress : callable, optional
+        Called with an :class:`~srn.progress.ExplorationProgress` about every half
+        second, and once at the end; an exception it raises stops the exploration.
 
     Returns
     -------
@@ -479,19 +496,51 @@ def explore(
     VanishingLoopError, EvaluationError
         See :func:`srn.reachability_graph`.
     """
+    reporter = None if progress is None else ExplorationReporter(progress)
     if _constant_rules(net) and net.limits.max_states > _COMPILED_FROM_STATES:
         # Small nets stay on the NumPy explorer: importing Numba and loading the kernel
         # costs more than they take, in every fresh worker process.  Past the threshold
         # the compiled explorer starts over, having lost at most that much work.
-        probe = _Explorer(net, params, starts)
+        probe = _Explorer(net, params, starts, reporter)
         probe.limits = replace(net.limits, max_states=_COMPILED_FROM_STATES)
         try:
-            return probe.run()
+            graph = probe.run()
         except LimitExceededError as exc:
             if exc.limit != "max_states":
                 raise
-        return _explore_constant(net, params, starts)
-    return _Explorer(net, params, starts).run()
+            graph = _explore_constant(net, params, starts, reporter)
+    else:
+        graph = _Explorer(net, params, starts, reporter).run()
+    if reporter is not None:
+        reporter(graph.n_states, graph.n_edges, graph.n_states, done=True)
+    return graph
+
+
+def _run_watched(
+    kernels: Any, arguments: tuple[Any, ...], reporter: ExplorationReporter | None
+) -> Any:
+    """``kernels.explore_constant(*arguments, watch)``, reporting its counts as it runs."""
+    watch = np.zeros(4, dtype=np.int64)
+    call = (*arguments, watch)
+    if reporter is None:
+        return kernels.explore_constant(*call)
+    with ThreadPoolExecutor(1, thread_name_prefix="srn-explore") as pool:
+        running = pool.submit(kernels.explore_constant, *call)
+        try:
+            while True:
+                try:
+                    return running.result(timeout=reporter.every)
+                except TimeoutError:
+                    reporter(
+                        watch[kernels.WATCH_STATES],
+                        watch[kernels.WATCH_EDGES],
+                        watch[kernels.WATCH_EXPANDED],
+                    )
+        except BaseException:
+            # The kernel reads this within a few thousand states; leaving the pool's
+            # block waits for it, so nothing runs on after the exception.
+            watch[kernels.WATCH_STOP] = 1
+            raise
 
 
 def _constant_rules(net: FiringRules) -> bool:
@@ -507,9 +556,17 @@ def _constant_rules(net: FiringRules) -> bool:
 
 
 def _explore_constant(
-    net: FiringRules, params: Mapping[str, float], starts: NDArray[Any]
+    net: FiringRules,
+    params: Mapping[str, float],
+    starts: NDArray[Any],
+    reporter: ExplorationReporter | None = None,
 ) -> ReachabilityGraph:
-    """Exploration by the compiled kernel; the same graph as :class:`_Explorer` gives."""
+    """Exploration by the compiled kernel; the same graph as :class:`_Explorer` gives.
+
+    With a ``reporter``, the kernel runs in a thread of its own (it releases the GIL)
+    while this one reads its counts and reports them; an exception from the report asks
+    the kernel to stop, waits for it, and propagates.
+    """
     from . import _exploration_kernels as kernels
 
     n_places = len(net.place_names)
@@ -532,7 +589,7 @@ def _explore_constant(
     # the kernel compares whole rows.
     bits = 64 // n_places if n_places else 0
     for attempt_bits in [bits, 0] if bits >= 2 else [0]:
-        status, markings, start_ids, src, dst, tid, enabled = kernels.explore_constant(
+        arguments = (
             np.ascontiguousarray(starts, dtype=np.int32),
             needs,
             inhibit,
@@ -540,6 +597,9 @@ def _explore_constant(
             limits.max_states,
             limits.max_edges,
             min(attempt_bits, 31),
+        )
+        status, markings, start_ids, src, dst, tid, enabled = _run_watched(
+            kernels, arguments, reporter
         )
         if status != kernels.REPACK:
             break
@@ -549,7 +609,7 @@ def _explore_constant(
         raise limits.exceeded("max_edges", limits.max_edges + 1, "CTMC transitions")
     if status == kernels.OVERFLOW:
         # The NumPy explorer finds the same overflow and names the transition and marking.
-        return _Explorer(net, params, starts).run()
+        return _Explorer(net, params, starts, reporter).run()
     # Only timed transitions, so the kernel's row numbers are the transition indices.
     src, dst, tid = kernels.group_by_transition(src, dst, tid, len(net.transitions))
     markings.flags.writeable = False

@@ -172,3 +172,13 @@ def test_a_solver_that_does_not_converge_is_the_servers_fault() -> None:
     assert problem is not None
     assert PROBLEM_TYPES[problem.slug].status == 500
     assert "bicgstab" in problem.detail and "best residual 0.001" in problem.detail
+
+
+def test_range_errors_in_a_query_string_report_the_actual_value(
+    client: TestClient, problem_of: Any
+) -> None:
+    # The query's number arrives as text; the problem still gives it as a number.
+    r = client.get("/bottleneck-rate?cpu_tasks=2000&io_tasks=1&file_size=1MB&propagation_delay=0")
+    error = problem_of(r, 422)["errors"][0]
+    assert error["field"] == "query.cpu_tasks"
+    assert (error["limit"], error["allowed"], error["actual"]) == ("maximum", 1000, 2000)

@@ -84,7 +84,12 @@ def test_metrics_have_request_and_solve_histograms(client: TestClient) -> None:
     assert "blastrate_cache_lookups_total" in text
     # Unknown paths share one label value: the label set cannot grow without bound.
     client.get("/random/path/1")
-    assert 'route="unmatched"' in client.get("/metrics").text
+    client.get("/openapi.json")
+    text = client.get("/metrics").text
+    assert 'route="unmatched",status="404"' in text
+    # FastAPI's schema route is a plain Starlette route (no scope["route"]): still named.
+    assert 'route="/openapi.json",status="200"' in text
+    assert 'route="unmatched",status="200"' not in text
 
 
 def test_readiness_waits_for_the_default_nets(

@@ -145,7 +145,8 @@ def test_restart_keeps_finished_and_queued_jobs(job_app: Any) -> None:
 def test_delete_kills_a_running_job(job_app: Any) -> None:
     client = job_app()
     location = client.post("/srn/jobs", json={"net": three_queues(60)}).headers["location"]
-    running = wait(client, location, lambda b: b["progress"].get("states") is not None)
+    # Past exploration (whose reports give the counts so far), the graph's counts.
+    running = wait(client, location, lambda b: b["progress"].get("stage") == "solving")
     assert running["progress"]["states"] == 61**3
     (pid,) = runner_pids(client).values()
     assert pid_alive(pid)
@@ -320,3 +321,33 @@ def test_a_body_solve_would_refuse_is_refused_at_once(job_app: Any, body: Any) -
     assert direct.status_code == 422
     assert r.json()["type"] == direct.json()["type"]
     assert r.json()["errors"] == direct.json()["errors"]
+
+
+def test_exploration_reports_its_counts_as_it_goes(monkeypatch: Any) -> None:
+    # What a job shows while it explores: the engine's reports (made as often as possible
+    # here) as stage "exploring" with the states and edges found so far, never going back,
+    # the last with the whole graph's counts (the reference: the result's own).
+    from app.srn_solve import SolveBudget, solve_srn
+    from srn.progress import ExplorationReporter
+
+    monkeypatch.setattr(ExplorationReporter, "EVERY", 0.0)
+    budget = SolveBudget(
+        max_states=1_000_000,
+        max_edges=10_000_000,
+        max_transitions=100,
+        max_places=100,
+        max_expression_length=1_000,
+        max_time_points=10,
+        max_distribution_states=0,
+    )
+    reports: list[dict[str, Any]] = []
+    result = solve_srn({"net": three_queues(40)}, budget, progress=reports.append)
+    exploring = [r for r in reports if r["stage"] == "exploring" and "states" in r]
+    assert len(exploring) >= 2
+    states = [r["states"] for r in exploring]
+    assert states == sorted(states)
+    assert (exploring[-1]["states"], exploring[-1]["edges"]) == (
+        result["n_states"],
+        result["n_edges"],
+    )
+    assert result["n_states"] == 41**3
