@@ -8,21 +8,29 @@ first whose residual ``||pi Q||_1`` meets the target:
 2. ``direct``: GTH elimination in a reverse Cuthill-McKee order, when the band it
    leaves is narrow (queues, birth-death chains); subtraction-free, so it keeps the
    relative accuracy of tiny probabilities even with rates spanning 12 decades.
-3. ``sparse-lu``: SuperLU with a minimum-degree ordering of ``A + A^T``, when the fill
+3. ``iad``: Koury-McAllister-Stewart iterative aggregation-disaggregation, when the
+   rates show a nearly completely decomposable structure (a band of at least 3
+   decades free of rates splits them into strong and weak, and the strong ones alone
+   leave 2 to 300 blocks; see :func:`srn._aggregation.ncd_partition`).  Block masses
+   come from GTH on the aggregated chain and block solves are subtraction-free, so it
+   keeps relative accuracy where the residual-driven routes below meet their target
+   with block masses off by percents.
+4. ``sparse-lu``: SuperLU with a minimum-degree ordering of ``A + A^T``, when the fill
    estimated before factorising (the envelope of the RCM order) fits the memory budget.
-4. ``bicgstab-gs``: BiCGSTAB preconditioned by a Gauss-Seidel sweep (GMRES(50) after a
+5. ``bicgstab-gs``: BiCGSTAB preconditioned by a Gauss-Seidel sweep (GMRES(50) after a
    breakdown, reported as ``gmres-gs``); stops early when the residual stagnates.
-5. ``gmres-ilu``: GMRES(50) preconditioned by an incomplete LU whose fill is capped by
+6. ``gmres-ilu``: GMRES(50) preconditioned by an incomplete LU whose fill is capped by
    the memory budget; it solves nearly decomposable and grid-like chains on which the
    sweep preconditioner stalls.
-6. ``sor``: plain Gauss-Seidel/SOR sweeps on the singular system, the slow but robust
+7. ``sor``: plain Gauss-Seidel/SOR sweeps on the singular system, the slow but robust
    last resort.
 
 Each result reports the route taken, its iterations and residual, and every route tried
 before it.  When none reaches the target, :class:`~srn.errors.ConvergenceError` lists
 them with the best residual reached.  References: W. J. Stewart, *Introduction to the
-Numerical Solution of Markov Chains* (Princeton, 1994), ch. 2-4; Grassmann, Taksar and
-Heyman, Operations Research 33(5), 1985.
+Numerical Solution of Markov Chains* (Princeton, 1994), ch. 2-4 and 6; Grassmann, Taksar
+and Heyman, Operations Research 33(5), 1985; Koury, McAllister and Stewart, SIAM J. Alg.
+Disc. Meth. 5(2), 1984.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
+from ._aggregation import NCDPartition
 from ._generator import DENSE_MAX, as_generator
 from .errors import ConvergenceError, LimitExceededError, NotErgodicError
 
@@ -72,6 +81,10 @@ _CHECK_EVERY = 10
 # on one thread, 62 on two, 70 on three), so the default stops at a few threads.
 _THREADED_FROM = 200_000
 _THREADS_MAX = 4
+# Aggregation-disaggregation gives up when its iterates have not moved half as little
+# over this many iterations (on an NCD chain each iteration cuts the error by about the
+# coupling ratio, so a handful of iterations normally suffice).
+_IAD_STALL = 30
 
 
 @dataclass(frozen=True)
@@ -137,7 +150,7 @@ class SteadyState:
     residual : float
         ``||pi Q||_1``, the 1-norm of the balance-equation residual (1/s).
     method : str
-        The route that produced it: ``"dense"``, ``"direct"``, ``"sparse-lu"``,
+        The route that produced it: ``"dense"``, ``"direct"``, ``"iad"``, ``"sparse-lu"``,
         ``"bicgstab-gs"``, ``"gmres-gs"``, ``"gmres-ilu"`` or ``"sor"``.
     iterations : int
         Iterations of that route (0 for direct routes).
@@ -158,7 +171,7 @@ class SteadyState:
     attempts: tuple[SolverAttempt, ...] = ()
 
 
-_ROUTES = ("dense", "direct", "sparse-lu", "bicgstab-gs", "gmres-ilu", "sor")
+_ROUTES = ("dense", "direct", "iad", "sparse-lu", "bicgstab-gs", "gmres-ilu", "sor")
 _ITERATIVE = ("bicgstab-gs", "gmres-ilu", "sor")
 
 
@@ -181,8 +194,9 @@ def steady_state(
         Generator matrix, rows summing to zero, rates in 1/s.
     method : str
         ``"auto"`` runs the cascade of the module notes; ``"iterative"`` runs only its
-        iterative routes; any route name (``"dense"``, ``"direct"``, ``"sparse-lu"``,
-        ``"bicgstab-gs"``, ``"gmres-ilu"``, ``"sor"``) runs that route alone.
+        iterative routes; any route name (``"dense"``, ``"direct"``, ``"iad"``,
+        ``"sparse-lu"``, ``"bicgstab-gs"``, ``"gmres-ilu"``, ``"sor"``) runs that route
+        alone (``"iad"`` on a chain without NCD structure fails with the reason).
     tol : float
         Target 1-norm residual relative to the largest exit rate (dimensionless).  The
         dense and direct routes are accepted at ``1e-9`` relative whatever ``tol``
@@ -192,7 +206,8 @@ def steady_state(
     time_limit : float, optional
         Wall-clock seconds the whole solve may use.
     memory_limit : float
-        Bytes the LU or ILU factors may take, estimated before factorising.
+        Bytes the LU, ILU or ``iad`` block factors may take, estimated before
+        factorising.
     progress : callable, optional
         Called with a :class:`SolveProgress` when each route starts and then every
         10 iterations of an iterative route, from the solving thread.  An exception
@@ -411,14 +426,18 @@ class _Cascade:
             return [method]
         if self.m <= DENSE_MAX:
             return ["dense"]
-        routes = []
+        routes, lu = [], []
         if self.m <= _ORDERED_MAX_STATES:
             _, bandwidth, envelope = self.rcm()
             if self.m * bandwidth <= _DIRECT_FILL and self.m * bandwidth**2 <= _DIRECT_FLOPS:
                 routes.append("direct")
             elif 2 * envelope * _ENTRY_BYTES <= self.memory_limit:
-                routes.append("sparse-lu")
-        return routes + list(_ITERATIVE)
+                lu.append("sparse-lu")
+        # After the exact GTH routes, before the residual-driven ones: on an NCD chain
+        # those meet their residual target with block masses off by percents.
+        if not isinstance(self.partition(), str):
+            routes.append("iad")
+        return routes + lu + list(_ITERATIVE)
 
     def run(self, method: str) -> tuple[NDArray[np.float64], list[SolverAttempt]]:
         attempts: list[SolverAttempt] = []
@@ -530,6 +549,122 @@ class _Cascade:
             return y, 0
 
         return self._solve_pinned(factor)
+
+    # -- aggregation-disaggregation ---------------------------------------------------
+    _partition: NCDPartition | str | None = None
+
+    def partition(self) -> NCDPartition | str:
+        """The chain's NCD blocks (see :func:`srn._aggregation.ncd_partition`), or why none."""
+        if self._partition is None:
+            from ._aggregation import ncd_partition
+
+            self._partition = ncd_partition(self.sub)
+        return self._partition
+
+    def _iad(self) -> tuple[NDArray[np.float64], int]:
+        """Koury-McAllister-Stewart iterative aggregation-disaggregation.
+
+        Each iteration: (a) aggregate, the coupling matrix ``C_IJ = sum_{i in I} phi_i
+        sum_{j in J} q_ij`` of the iterate ``phi`` normalised within each block, solved
+        by dense GTH (the couplings are the weak rates, so subtraction-free elimination
+        is where the block masses get their accuracy); (b) disaggregate, ``z_i = xi_I
+        phi_i``; (c) one block Gauss-Seidel sweep ``pi_I (-Q_II) = sum_{J != I} v_J Q_JI``
+        with ``v`` the newest values, through the subtraction-free block factors of
+        :class:`srn._aggregation.BlockSolver`.  The aggregated vector ``z`` is the
+        iterate returned: its block masses come from GTH even where a block had to be
+        solved by sparse LU.  Stops when ``z`` moves by at most ``tol`` in the 1-norm and
+        its residual meets the target (Stewart 1994, ch. 6).
+        """
+        from ._aggregation import BlockSolver
+
+        part = self.partition()
+        if isinstance(part, str):
+            raise _Stopped(f"iad: not nearly completely decomposable ({part})")
+        order = np.argsort(part.labels, kind="stable")
+        labels = part.labels[order]
+        bounds = np.searchsorted(labels, np.arange(part.n_blocks + 1)).astype(np.intp)
+        Q = sp.csr_array(self.sub[order][:, order])
+        coo = Q.tocoo()
+        cross = labels[coo.row] != labels[coo.col]
+        off = sp.csr_array((coo.data[cross], (coo.row[cross], coo.col[cross])), shape=Q.shape)
+        # Rows of ``inflow`` hold the rates into each state from other blocks, and
+        # ``to_block[i, J]`` the rate from state i to block J (its own excluded).
+        inflow = sp.csr_array(off.T)
+        # Row slices per block, cut once: the sweep visits every block each iteration.
+        inflows = [inflow[bounds[b] : bounds[b + 1]] for b in range(part.n_blocks)]
+        indicator = sp.csr_array(
+            (np.ones(self.m), (np.arange(self.m), labels)), shape=(self.m, part.n_blocks)
+        )
+        to_block = sp.csr_array(off @ indicator)
+        try:
+            solver = BlockSolver(Q, bounds, self.memory_limit, self.check_time)
+        except MemoryError as err:
+            raise _Stopped(str(err) or "iad: out of memory") from None
+        tol = self.target / self.scale
+        v = np.full(self.m, 1.0 / self.m)
+        previous: NDArray[np.float64] | None = None
+        best_change, since = math.inf, 0
+        iterations = 0
+
+        def unpermuted(y: NDArray[np.float64]) -> NDArray[np.float64]:
+            x = np.empty(self.m)
+            x[order] = y
+            return x
+
+        while True:
+            self.check_time()
+            mass = np.add.reduceat(v, bounds[:-1])
+            phi = v / mass[labels]
+            C = (indicator.T @ (to_block * phi[:, None])).toarray()
+            xi = _grassmann_taksar_heyman(C)
+            if not _usable(xi):
+                # A block whose exits all sit on states of probability zero (underflow).
+                raise _Stopped("iad: the aggregated chain fell apart", None, iterations)
+            z = xi[labels] * phi
+            z /= z.sum()
+            residual = _residual_of(Q, z)
+            change = math.inf if previous is None else float(np.abs(z - previous).sum())
+            self.report("iad", iterations, residual)
+            if change <= tol and residual <= self.target:
+                return unpermuted(z), iterations
+            if change < best_change / 2:
+                best_change, since = change, iterations
+            elif iterations - since > _IAD_STALL:
+                raise _Stopped(
+                    f"iad: the iterates stopped converging (change {best_change:.3g})",
+                    unpermuted(z),
+                    iterations,
+                )
+            if iterations >= self.max_iterations:
+                raise _Stopped(
+                    f"iad: max_iterations={self.max_iterations} reached",
+                    unpermuted(z),
+                    iterations,
+                )
+            # One block Gauss-Seidel sweep from z: blocks before I already hold their
+            # new values, blocks after it still hold z.
+            w = z.copy()
+            for block in range(part.n_blocks):
+                lo, hi = bounds[block], bounds[block + 1]
+                b = inflows[block] @ w
+                if b.sum() > 0.0:
+                    x = solver.solve(block, b)
+                    mass_of_x = float(x.sum())
+                    if not (math.isfinite(mass_of_x) and mass_of_x > 0.0):
+                        # Only a sparse LU block can do this: a block nested-NCD
+                        # itself, too ill-conditioned for factors that subtract.
+                        raise _Stopped(
+                            f"iad: the solve of block {block} ({hi - lo} states) "
+                            "lost all its mass (too ill-conditioned for its sparse LU)",
+                            unpermuted(z),
+                            iterations,
+                        )
+                    w[lo:hi] = x
+            total = float(w.sum())
+            if not (math.isfinite(total) and total > 0.0):
+                raise _Stopped("iad: the block sweep overflowed", unpermuted(z), iterations)
+            previous, v = z, w / total
+            iterations += 1
 
     # -- iterative routes ----------------------------------------------------------
     def _monitor(self, label: str, window: int = _STALL_WINDOW) -> Callable[..., None]:
