@@ -19,6 +19,7 @@ the aggregated chain.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,8 +37,10 @@ __all__ = ["BlockSolver", "NCDPartition", "ncd_partition"]
 # iterations (its error shrinks roughly by the coupling ratio each one), and residual
 # methods start losing relative accuracy on block masses from about there on.
 GAP_DECADES = 3.0
-# Rates are binned in log10 at this width to find the gap without sorting every rate.
+# Rates are binned in log10 at this width to find the gap without sorting every rate,
+# this many at a time (bounding the temporaries on chains of 10^8 entries).
 _BIN_DECADES = 0.05
+_CHUNK = 1 << 22
 # Most blocks: the aggregated chain is solved by dense GTH every iteration (O(B^3)),
 # and every block Gauss-Seidel sweep visits each block once from Python.  Up to the
 # engine's dense cut-off both stay at milliseconds per iteration.
@@ -71,7 +74,11 @@ class NCDPartition:
     gap: float
 
 
-def ncd_partition(Q: sp.csr_array, max_blocks: int = MAX_BLOCKS) -> NCDPartition | str:
+def ncd_partition(
+    Q: sp.csr_array,
+    max_blocks: int = MAX_BLOCKS,
+    distinct_rates: NDArray[np.float64] | None = None,
+) -> NCDPartition | str:
     """The NCD blocks of an irreducible generator, or why it has none.
 
     Rule: take the base-10 logarithms of the off-diagonal rates and find the widest
@@ -96,6 +103,10 @@ def ncd_partition(Q: sp.csr_array, max_blocks: int = MAX_BLOCKS) -> NCDPartition
         Irreducible generator, rates in 1/s.
     max_blocks : int
         Most blocks accepted.
+    distinct_rates : ndarray, optional
+        The distinct off-diagonal rates of ``Q`` (1/s), when already known (the
+        iterative solver's rate table): the gap depends only on which rates occur, so
+        they stand in for a pass over every entry.
 
     Returns
     -------
@@ -103,17 +114,26 @@ def ncd_partition(Q: sp.csr_array, max_blocks: int = MAX_BLOCKS) -> NCDPartition
         The partition, or a sentence saying why the chain is not NCD.
     """
     n = Q.shape[0]
-    coo = Q.tocoo()
-    off = (coo.row != coo.col) & (coo.data > 0)
-    rows, cols, rates = coo.row[off], coo.col[off], coo.data[off]
-    if len(rates) == 0:
+    Q = sp.csr_array(Q)
+    # The rates are the positive entries (the diagonal is minus the exit rates).  This
+    # runs in every "auto" solve, Kanban's 116 million entries included, so it reads
+    # Q.data in place: masked extremes first, then a histogram built chunk by chunk.
+    data = Q.data if distinct_rates is None else np.asarray(distinct_rates, dtype=np.float64)
+    hi_rate = float(data.max(initial=0.0))
+    if hi_rate <= 0.0:
         return "the chain has no transitions"
-    logs = np.log10(rates)
-    lo, hi = float(logs.min()), float(logs.max())
+    lo_rate = float(np.min(data, where=data > 0.0, initial=np.inf))
+    lo, hi = math.log10(lo_rate), math.log10(hi_rate)
     if hi - lo < GAP_DECADES:
         return f"its rates span only {hi - lo:.2g} decades"
-    bins = np.minimum(((logs - lo) / _BIN_DECADES).astype(np.intp), int((hi - lo) / _BIN_DECADES))
-    occupied = np.flatnonzero(np.bincount(bins))
+    top = int((hi - lo) / _BIN_DECADES)
+    counts = np.zeros(top + 1, dtype=np.int64)
+    for at in range(0, len(data), _CHUNK):
+        part = data[at : at + _CHUNK]
+        logs = np.log10(part[part > 0.0])
+        bins = np.minimum(((logs - lo) / _BIN_DECADES).astype(np.intp), top)
+        counts += np.bincount(bins, minlength=top + 1)
+    occupied = np.flatnonzero(counts)
     empty = (np.diff(occupied) - 1) * _BIN_DECADES
     gaps = np.flatnonzero(empty >= GAP_DECADES)
     if len(gaps) == 0:
@@ -126,8 +146,9 @@ def ncd_partition(Q: sp.csr_array, max_blocks: int = MAX_BLOCKS) -> NCDPartition
     for k in gaps[np.argsort(-empty[gaps], kind="stable")]:
         # The middle of the empty band, in decades.
         threshold = 10.0 ** (lo + (occupied[k] + 1 + occupied[k + 1]) / 2 * _BIN_DECADES)
-        strong = rates > threshold
-        S = sp.csr_array((rates[strong], (rows[strong], cols[strong])), shape=(n, n))
+        S = Q.copy()
+        S.data[S.data <= threshold] = 0.0  # the weak rates, and the diagonal
+        S.eliminate_zeros()
         n_blocks, labels = csgraph.connected_components(S, directed=True, connection="strong")
         if n_blocks == 1:
             reason = "the strong rates alone leave the chain in one block"

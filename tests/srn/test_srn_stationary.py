@@ -345,3 +345,22 @@ def test_sor_alone_solves_a_well_conditioned_chain():
     np.testing.assert_allclose(
         result.probabilities[order], mm1k_marginal(K, 1.0, 2.0), atol=1e-10, rtol=0
     )
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_partition_from_the_distinct_rates_is_the_partition_from_every_entry(seed):
+    # Large chains find their NCD gap from the solver's table of distinct rates rather
+    # than from every entry: the same blocks must come out (the gap depends only on which
+    # rates occur).  Reference: the partition computed from Q's entries.
+    import srn._aggregation as aggregation
+
+    Q = widened(nearly_decomposable(30, 40, seed), 1_200, seed)
+    off = Q.copy()
+    off.setdiag(0.0)
+    rates = np.unique(off.data[off.data > 0])
+    full = aggregation.ncd_partition(Q)
+    from_table = aggregation.ncd_partition(Q, distinct_rates=rates)
+    assert not isinstance(full, str) and not isinstance(from_table, str)
+    assert full.n_blocks == from_table.n_blocks == 30
+    np.testing.assert_array_equal(full.labels, from_table.labels)
+    assert (full.threshold, full.gap) == (from_table.threshold, from_table.gap)
