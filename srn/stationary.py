@@ -244,7 +244,9 @@ def steady_state(
     start = time.perf_counter()
     if method not in ("auto", "iterative", *_ROUTES):
         raise ValueError(f"unknown method {method!r}; use 'auto', 'iterative' or one of {_ROUTES}")
-    if workers is not None and (not isinstance(workers, numbers.Integral) or workers < 1):
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1
+    ):
         raise ValueError(f"workers must be a whole number of at least 1, got {workers!r}")
     Q = as_generator(Q)
     n = Q.shape[0]

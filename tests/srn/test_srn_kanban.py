@@ -149,7 +149,7 @@ def test_bicgstab_gs_on_two_threads_agrees_with_one_on_kanban_3():
     assert [a.method for a in two.attempts] == ["bicgstab-gs"]
     np.testing.assert_allclose(two.probabilities, one.probabilities, rtol=0, atol=1e-11)
     assert two.iterations <= 1.5 * one.iterations
-    for bad in (0, 2.5):
+    for bad in (0, 2.5, True):
         with pytest.raises(ValueError, match="workers"):
             steady_state(Q, workers=bad)
 
