@@ -30,6 +30,8 @@ import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
+from ._generator import rcm_profile
+
 __all__ = ["BlockSolver", "NCDPartition", "ncd_partition"]
 
 # A gap of at least this many decades between the weak and the strong rates makes a
@@ -183,6 +185,10 @@ class BlockSolver:
         Generator with the states of each block contiguous, rates in 1/s.
     bounds : ndarray of int, shape (n_blocks + 1,)
         Block ``I`` is states ``bounds[I]:bounds[I + 1]``.
+    exits : ndarray, shape (n,)
+        Each state's total rate (1/s) to states of other blocks, summed from the rates
+        themselves (not the diagonal minus the row sum, which would cancel the strong
+        internal rates against the diagonal and lose the weak exits).
     memory_limit : float
         Bytes the factors may take (estimated before factorising).
     check : callable, optional
@@ -198,6 +204,7 @@ class BlockSolver:
         self,
         Q: sp.csr_array,
         bounds: NDArray[np.intp],
+        exits: NDArray[np.float64],
         memory_limit: float,
         check: Callable[[], None] | None = None,
     ) -> None:
@@ -211,7 +218,8 @@ class BlockSolver:
         needed = sum(2 * len(g) * int(sizes[g].max()) ** 2 * 8 for g in groups)
         big = np.flatnonzero(sizes > DENSE_BLOCK_MAX)
         blocks = {int(i): _block(Q, bounds, int(i)) for i in big}
-        needed += sum(_envelope(M) * _ENTRY_BYTES for M in blocks.values())
+        # Both triangles of the profile, and the diagonal.
+        needed += sum((2 * rcm_profile(M)[2] + M.shape[0]) * _ENTRY_BYTES for M in blocks.values())
         if needed > memory_limit:
             raise MemoryError(
                 f"iad: block factors need about {needed:.3g} bytes, "
@@ -222,7 +230,7 @@ class BlockSolver:
         for group in groups:
             if check is not None:
                 check()
-            self._factor_dense(Q, group)
+            self._factor_dense(Q, exits, group)
         for i, M in blocks.items():
             if check is not None:
                 check()
@@ -231,7 +239,9 @@ class BlockSolver:
                 sp.csc_array(M.T), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0
             )
 
-    def _factor_dense(self, Q: sp.csr_array, group: NDArray[np.intp]) -> None:
+    def _factor_dense(
+        self, Q: sp.csr_array, exit_rates: NDArray[np.float64], group: NDArray[np.intp]
+    ) -> None:
         sizes = np.diff(self.bounds)[group]
         s = int(sizes.max())
         A = np.zeros((len(group), s, s))
@@ -240,11 +250,7 @@ class BlockSolver:
             M = _block(Q, self.bounds, int(i)).toarray()
             np.fill_diagonal(M, 0.0)
             A[g, : sizes[g], : sizes[g]] = -M
-            # Exits out of the block, summed from the rates themselves (not the
-            # diagonal minus the row sum, which would cancel the strong internal
-            # rates against the diagonal and lose the weak exits).
-            lo, hi = int(self.bounds[i]), int(self.bounds[i + 1])
-            exits[g, : sizes[g]] = _exit_rates(sp.csr_array(Q[lo:hi]), lo, hi)
+            exits[g, : sizes[g]] = exit_rates[self.bounds[i] : self.bounds[i + 1]]
         leave = np.ones((len(group), s))
         for k in range(s - 1, -1, -1):
             total = A[:, k, :k].sum(axis=1) + exits[:, k]
@@ -279,23 +285,3 @@ def _block(Q: sp.csr_array, bounds: NDArray[np.intp], i: int) -> sp.csr_array:
     """``-Q_II`` of block ``i`` (positive diagonal)."""
     lo, hi = int(bounds[i]), int(bounds[i + 1])
     return sp.csr_array(-Q[lo:hi, lo:hi])
-
-
-def _exit_rates(rows: sp.csr_array, lo: int, hi: int) -> NDArray[np.float64]:
-    """Total rate (1/s) from each of these rows to columns outside ``lo:hi``."""
-    coo = rows.tocoo()
-    out = (coo.col < lo) | (coo.col >= hi)
-    return np.bincount(coo.row[out], weights=coo.data[out], minlength=hi - lo).astype(float)
-
-
-def _envelope(M: sp.csr_array) -> int:
-    """Entries of the lower profile of ``M + M^T`` in reverse Cuthill-McKee order."""
-    pattern = sp.csr_array(abs(M) + abs(M.T))
-    order = csgraph.reverse_cuthill_mckee(pattern, symmetric_mode=True).astype(np.intp)
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    coo = pattern.tocoo()
-    r, c = rank[coo.row], rank[coo.col]
-    first = np.arange(M.shape[0])
-    np.minimum.at(first, r, c)
-    return 2 * int((np.arange(M.shape[0]) - first).sum()) + M.shape[0]

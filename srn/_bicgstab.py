@@ -157,28 +157,6 @@ def _value(entries: NDArray[Any], table: NDArray[np.float64] | None, k: int) -> 
 
 
 @njit(cache=True, nogil=True)
-def _forward_solve(
-    lower_ptr: NDArray[np.int64],
-    lower_idx: NDArray[np.int32],
-    lower_val: NDArray[Any],
-    diag: NDArray[np.float64],
-    fixed: int,
-    rhs: NDArray[np.float64],
-    out: NDArray[np.float64],
-    table: NDArray[np.float64] | None,
-) -> None:
-    """``out = M^-1 rhs`` with ``M = D + L``; row ``fixed`` is the identity."""
-    n = rhs.shape[0]
-    for i in range(n):
-        s = rhs[i]
-        if i != fixed:
-            for k in range(lower_ptr[i], lower_ptr[i + 1]):
-                s -= _value(lower_val, table, k) * out[lower_idx[k]]
-            s /= diag[i]
-        out[i] = s
-
-
-@njit(cache=True, nogil=True)
 def _sweep(
     lower_ptr: NDArray[np.int64],
     lower_idx: NDArray[np.int32],
@@ -453,10 +431,11 @@ class SplitSystem:
 
     def precondition(self, r: NDArray[np.float64]) -> NDArray[np.float64]:
         """``M^-1 r`` with ``M = D + L`` (one forward Gauss-Seidel sweep)."""
-        lp, li, lv = self.lower
         out = np.empty(len(r))
         rhs = np.ascontiguousarray(r, dtype=float)
-        _forward_solve(lp, li, lv, self.diag, self.fixed, rhs, out, self.table)
+        # The whole range as one block, with no update of the right-hand side (which the
+        # sweep then only reads; it stands in for the unused v and r too).
+        self.sweep((0, len(r)), rhs, out, rhs, rhs)
         return out
 
 

@@ -41,7 +41,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -49,9 +49,11 @@ import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
-from ._aggregation import NCDPartition
-from ._generator import DENSE_MAX, as_generator
+from ._generator import DENSE_MAX, as_generator, rcm_profile
 from .errors import ConvergenceError, LimitExceededError, NotErgodicError
+
+if TYPE_CHECKING:
+    from ._aggregation import NCDPartition
 
 __all__ = ["SolveProgress", "SolverAttempt", "SteadyState", "steady_state"]
 
@@ -266,10 +268,10 @@ def steady_state(
     if m == 1:
         x, attempts = np.ones(1), [SolverAttempt("dense", 0.0)]
     else:
+        threads = _threads_for(m) if workers is None else workers
         cascade = _Cascade(
-            sub, tol, max_iterations, time_limit, memory_limit, start, progress, split
+            sub, tol, max_iterations, time_limit, memory_limit, start, progress, split, threads
         )
-        cascade.workers = _threads_for(m) if workers is None else workers
         x, attempts = cascade.run(method)
     pi = np.zeros(n)
     pi[recurrent] = x
@@ -372,6 +374,7 @@ class _Cascade:
         start: float,
         progress: Callable[[SolveProgress], None] | None = None,
         split: Any = None,
+        workers: int = 1,
     ) -> None:
         self.sub = sub
         self.progress = progress
@@ -389,7 +392,7 @@ class _Cascade:
         self.best: NDArray[np.float64] | None = None
         self.best_residual = math.inf
         self.route_name = ""
-        self.workers = 1
+        self.workers = workers
 
     @property
     def At(self) -> sp.csr_array:
@@ -480,16 +483,7 @@ class _Cascade:
     def rcm(self) -> tuple[NDArray[np.intp], int, int]:
         """Reverse Cuthill-McKee order, its bandwidth and its envelope (lower profile)."""
         if self._rcm is None:
-            pattern = sp.csr_array(abs(self.sub) + abs(self.sub.T))
-            order = csgraph.reverse_cuthill_mckee(pattern, symmetric_mode=True).astype(np.intp)
-            rank = np.empty_like(order)
-            rank[order] = np.arange(len(order))
-            coo = pattern.tocoo()
-            r, c = rank[coo.row], rank[coo.col]
-            first = np.arange(self.m)
-            np.minimum.at(first, r, c)
-            envelope = int((np.arange(self.m) - first).sum())
-            self._rcm = (order, int(np.abs(r - c).max(initial=0)), envelope)
+            self._rcm = rcm_profile(self.sub)
         return self._rcm
 
     # -- direct routes -------------------------------------------------------------
@@ -601,8 +595,10 @@ class _Cascade:
             (np.ones(self.m), (np.arange(self.m), labels)), shape=(self.m, part.n_blocks)
         )
         to_block = sp.csr_array(off @ indicator)
+        # Each state's exits from its block: a sum of rates, never a difference.
+        exits = np.asarray(to_block.sum(axis=1), dtype=np.float64).ravel()
         try:
-            solver = BlockSolver(Q, bounds, self.memory_limit, self.check_time)
+            solver = BlockSolver(Q, bounds, exits, self.memory_limit, self.check_time)
         except MemoryError as err:
             raise _Stopped(str(err) or "iad: out of memory") from None
         tol = self.target / self.scale

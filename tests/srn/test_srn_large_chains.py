@@ -92,3 +92,24 @@ def test_bicgstab_gs_with_more_distinct_rates_than_it_can_code():
     assert krylov.method == "bicgstab-gs"
     sweeps = steady_state(Q, method="sor")
     np.testing.assert_allclose(krylov.probabilities, sweeps.probabilities, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("pinned", [0, 17, 49])
+def test_gauss_seidel_preconditioner_is_the_forward_solve_with_d_plus_l(pinned):
+    # The GMRES fallback of bicgstab-gs applies M^-1 with M = D + L of A = Q^T, row
+    # `pinned` replaced by the identity.  Reference: NumPy's dense solve with that M,
+    # to 1e-12 relative.
+    from srn._bicgstab import SplitSystem
+
+    rng = np.random.default_rng(pinned)
+    n = 50
+    dense = np.where(rng.random((n, n)) < 0.2, rng.uniform(0.1, 3.0, (n, n)), 0.0)
+    np.fill_diagonal(dense, 0.0)
+    np.fill_diagonal(dense, -dense.sum(axis=1))
+    Q = sp.csr_array(dense)
+    system = SplitSystem.from_generator(Q.indptr, Q.indices, Q.data, pinned)
+    A = dense.T.copy()
+    A[pinned] = 0.0
+    A[pinned, pinned] = 1.0
+    r = rng.random(n)
+    np.testing.assert_allclose(system.precondition(r), np.linalg.solve(np.tril(A), r), rtol=1e-12)
