@@ -348,11 +348,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await anyio.to_thread.run_sync(jobs.start_if_configured)
         if settings.warm_up:
             task = asyncio.create_task(_warm_up(state, compile_default_nets))
+
             # The probe starts once warm-up is over: both need the cores at start-up.
-            task.add_done_callback(lambda _: start_probe(state))
+            # Then the pin, which threads started later inherit (the probe's must not).
+            def background(_: object) -> None:
+                start_probe(state)
+                state.pin_to_loop_cpu()
+
+            task.add_done_callback(background)
         else:
             state.ready = True
             start_probe(state)
+            state.pin_to_loop_cpu()
         try:
             yield
         finally:

@@ -15,6 +15,7 @@ from fastapi import Request
 from starlette.responses import Response
 
 from .cache import CachedBody, QueryIndex, ResultCache, cache_key, etag_matches
+from .colocation import LoopCpu, pin_loop_thread, pin_this_thread
 from .observability import Metrics
 from .pool import SolvePool
 from .problems import ProblemError
@@ -39,6 +40,8 @@ class ServiceState:
     warm_up_error: str | None = None
     shutting_down: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
+    #: Where the event loop and the compute threads run, once pinned (:mod:`app.colocation`).
+    loop_cpu: LoopCpu | None = None
     #: The threads that compute in-process work (see :attr:`compute_threads`).
     _compute_threads: ThreadPoolExecutor | None = None
     _compute_closed: bool = False
@@ -95,9 +98,24 @@ class ServiceState:
         """
         if self._compute_threads is None:
             self._compute_threads = ThreadPoolExecutor(
-                max_workers=self.settings.compute_threads, thread_name_prefix="blastrate-compute"
+                max_workers=self.settings.compute_threads,
+                thread_name_prefix="blastrate-compute",
+                initializer=pin_this_thread,
+                initargs=(self.loop_cpu,),
             )
         return self._compute_threads
+
+    def pin_to_loop_cpu(self) -> None:
+        """At start-up, on the event loop, once the background threads and processes run:
+        pin the loop and the compute threads to one CPU when ``compute_on_loop_cpu``
+        (:func:`app.colocation.pin_loop_thread`).  Compute threads made before the pin
+        are let go (they end when idle); new ones are made pinned."""
+        if not self.settings.compute_on_loop_cpu or self.loop_cpu is not None:
+            return
+        self.loop_cpu = pin_loop_thread()
+        if self.loop_cpu is not None and self._compute_threads is not None:
+            self._compute_threads.shutdown(wait=False)
+            self._compute_threads = None
 
     async def run_in_thread(self, function: Callable[[], T]) -> T:
         """``function()`` in one of the compute threads; the event loop only waits.

@@ -40,6 +40,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -193,85 +194,120 @@ def main() -> None:
         choices=("debug", "info", "warning"),
         help="server log level (info: one JSON access line per request, as deployed)",
     )
+    parser.add_argument(
+        "--compare-unpinned",
+        action="store_true",
+        help="also run a second server with BLASTRATE_COMPUTE_ON_LOOP_CPU=false, its blocks "
+        "alternating with the first's (app.colocation)",
+    )
     args = parser.parse_args()
     n = args.requests
 
-    port = free_port()
-    server = start_server(port, args.log_level)
+    variants = {"default": {}}
+    if args.compare_unpinned:
+        variants["unpinned"] = {"BLASTRATE_COMPUTE_ON_LOOP_CPU": "false"}
+    servers: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
+    results: dict[str, dict[str, Any]] = {}
     try:
-        ready_s = wait_ready(port, server)
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        # Warm the connection and the interpreter's paths (not measured).
-        measure(conn, ["/healthz"] * 200)
-        measure(conn, [bottleneck_path(2, 1, 400_000_000 + k, 50.0) for k in range(50)])
-
-        # Distinct workloads: the paper's grid, each with its own file size and delay, so
-        # no two requests share a cache key.
-        cached_path = bottleneck_path(2, 1, 500_000_000, 100.0)
-        measure(conn, [cached_path])  # fill the cache entry
-        solve_before = solve_totals(conn)
-        phases: dict[str, tuple[list[float], float]] = {
-            name: ([], 0.0) for name in ("healthz", "uncached", "cached")
-        }
+        for name, settings in variants.items():
+            port = free_port()
+            servers[name] = (port, start_server(port, args.log_level, settings))
+        ready_s = {name: wait_ready(port, server) for name, (port, server) in servers.items()}
+        runs = {name: Run(port) for name, (port, _) in servers.items()}
         for start in range(0, n, args.block):
-            size = min(args.block, n - start)
-            for name, paths in (
-                ("healthz", ["/healthz"] * size),
-                ("uncached", [distinct_workload(k) for k in range(start, start + size)]),
-                ("cached", [cached_path] * size),
-            ):
-                latencies, elapsed = timed_requests(conn, paths)
-                phases[name] = (phases[name][0] + latencies, phases[name][1] + elapsed)
-        solve_after = solve_totals(conn)
-        conn.close()
-        health, uncached, cached = (summarise(*phases[k]) for k in phases)
-        solves = solve_after[1] - solve_before[1]
-        if solves < 1:
-            raise SystemExit("no uncached computation was counted by the service's metrics")
-        model_ms = 1e3 * (solve_after[0] - solve_before[0]) / solves
+            # Blocks alternate between the servers too, so both see the same load.
+            for run in runs.values():
+                run.block(start, min(args.block, n - start))
+        results = {name: run.finish() for name, run in runs.items()}
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        for _, server in servers.values():
+            server.terminate()
+        for _, server in servers.values():
+            server.wait(timeout=30)
 
     print(f"python {platform.python_version()}, {os.cpu_count()} cores, {platform.machine()}")
     print(
-        f"uvicorn app.main:app, 1 worker, log level {args.log_level}; ready after {ready_s:.2f} s"
+        f"uvicorn app.main:app, 1 worker, log level {args.log_level}; ready after "
+        + ", ".join(f"{s:.2f} s" for s in ready_s.values())
     )
     print(
         f"{n} sequential requests per phase over one keep-alive connection, "
-        f"phases alternating in blocks of {args.block}\n"
+        f"phases alternating in blocks of {args.block}"
     )
-    print(f"{'endpoint':<34}{'p50 ms':>9}{'p99 ms':>9}{'mean ms':>9}{'req/s':>9}")
-    for name, row in (
-        ("GET /healthz", health),
-        ("GET /bottleneck-rate (uncached)", uncached),
-        ("GET /bottleneck-rate (cached)", cached),
+    for name, result in results.items():
+        report(name, result, len(results) > 1)
+    print(json.dumps(results))
+
+
+class Run:
+    """The three phases against one server, block by block."""
+
+    def __init__(self, port: int) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        # Warm the connection and the interpreter's paths (not measured).
+        measure(self.conn, ["/healthz"] * 200)
+        measure(self.conn, [bottleneck_path(2, 1, 400_000_000 + k, 50.0) for k in range(50)])
+        # Distinct workloads: the paper's grid, each with its own file size and delay, so
+        # no two requests share a cache key.
+        self.cached_path = bottleneck_path(2, 1, 500_000_000, 100.0)
+        measure(self.conn, [self.cached_path])  # fill the cache entry
+        self.solve_before = solve_totals(self.conn)
+        self.phases: dict[str, tuple[list[float], float]] = {
+            name: ([], 0.0) for name in ("healthz", "uncached", "cached")
+        }
+
+    def block(self, start: int, size: int) -> None:
+        for name, paths in (
+            ("healthz", ["/healthz"] * size),
+            ("uncached", [distinct_workload(k) for k in range(start, start + size)]),
+            ("cached", [self.cached_path] * size),
+        ):
+            latencies, elapsed = timed_requests(self.conn, paths)
+            self.phases[name] = (self.phases[name][0] + latencies, self.phases[name][1] + elapsed)
+
+    def finish(self) -> dict[str, Any]:
+        solve_after = solve_totals(self.conn)
+        self.conn.close()
+        health, uncached, cached = (summarise(*self.phases[k]) for k in self.phases)
+        solves = solve_after[1] - self.solve_before[1]
+        if solves < 1:
+            raise SystemExit("no uncached computation was counted by the service's metrics")
+        return {
+            "healthz": health,
+            "uncached": uncached,
+            "cached": cached,
+            "uncached_p50_ratio": uncached["p50_ms"] / health["p50_ms"],
+            "cached_rps_ratio": cached["rps"] / health["rps"],
+            "model_mean_ms": 1e3 * (solve_after[0] - self.solve_before[0]) / solves,
+            "solves": solves,
+        }
+
+
+def report(name: str, result: dict[str, Any], named: bool) -> None:
+    """Print one server's table, ratios and model share."""
+    if named:
+        pinned = "compute_on_loop_cpu=true" if name == "default" else "compute_on_loop_cpu=false"
+        print(f"\n[{name}: {pinned}]")
+    print(f"\n{'endpoint':<34}{'p50 ms':>9}{'p99 ms':>9}{'mean ms':>9}{'req/s':>9}")
+    for label, key in (
+        ("GET /healthz", "healthz"),
+        ("GET /bottleneck-rate (uncached)", "uncached"),
+        ("GET /bottleneck-rate (cached)", "cached"),
     ):
+        row = result[key]
         print(
-            f"{name:<34}{row['p50_ms']:>9.3f}{row['p99_ms']:>9.3f}{row['mean_ms']:>9.3f}"
+            f"{label:<34}{row['p50_ms']:>9.3f}{row['p99_ms']:>9.3f}{row['mean_ms']:>9.3f}"
             f"{row['rps']:>9.0f}"
         )
-    p50_ratio = uncached["p50_ms"] / health["p50_ms"]
-    rps_ratio = cached["rps"] / health["rps"]
+    model_ms = result["model_mean_ms"]
     print()
-    print(f"uncached p50 / healthz p50      = {p50_ratio:.2f}  (target <= 3)")
-    print(f"cached req/s / healthz req/s    = {rps_ratio:.2f}  (target >= 0.80)")
+    print(f"uncached p50 / healthz p50      = {result['uncached_p50_ratio']:.2f}  (target <= 3)")
+    print(f"cached req/s / healthz req/s    = {result['cached_rps_ratio']:.2f}  (target >= 0.80)")
     print(
-        f"the model alone, mean of the {solves:.0f} uncached computations (the service's "
-        f"solve histogram): {model_ms:.3f} ms; the rest of an uncached request (HTTP, "
-        f"validation, cache, the thread hop) is about {uncached['mean_ms'] - model_ms:.3f} ms"
-    )
-    print(
-        json.dumps(
-            {
-                "healthz": health,
-                "uncached": uncached,
-                "cached": cached,
-                "uncached_p50_ratio": p50_ratio,
-                "cached_rps_ratio": rps_ratio,
-                "model_mean_ms": model_ms,
-            }
-        )
+        f"the model alone, mean of the {result['solves']:.0f} uncached computations (the "
+        f"service's solve histogram): {model_ms:.3f} ms; the rest of an uncached request "
+        f"(HTTP, validation, cache, the thread hop) is about "
+        f"{result['uncached']['mean_ms'] - model_ms:.3f} ms"
     )
 
 

@@ -21,7 +21,13 @@ RATE_MAX = 1e12
 
 
 def require_real(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    # Exact int and float first: the ABC checks cost more than the rest of a request's
+    # validation, and these are what requests carry.
+    if (
+        type(value) is not float
+        and type(value) is not int
+        and (isinstance(value, bool) or not isinstance(value, numbers.Real))
+    ):
         raise WorkloadError(f"{name} must be a number, got {value!r}", field=name)
     v = float(value)
     if not math.isfinite(v):
@@ -49,7 +55,9 @@ def require_rate(value: Any, name: str) -> float:
 def require_count(
     value: Any, name: str, *, minimum: int, maximum: int | None = None, limit: str | None = None
 ) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if type(value) is not int and (
+        isinstance(value, bool) or not isinstance(value, numbers.Integral)
+    ):
         raise WorkloadError(f"{name} must be a whole number, got {value!r}", field=name)
     v = int(value)
     if v < minimum:

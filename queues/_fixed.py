@@ -30,8 +30,8 @@ from numpy.typing import NDArray
 __all__ = ["fixed_batch_distribution", "fixed_batch_loss"]
 
 # The linear-domain recursion is used only when the bounds below keep every
-# unnormalised value within exp(+-_LINEAR_LIMIT) of pi(K) = 1 (doubles reach exp(709)).
-_LINEAR_LIMIT = 650.0
+# unnormalised value within exp(+-LINEAR_DOMAIN_LIMIT) of pi(K) = 1 (doubles reach exp(709)).
+LINEAR_DOMAIN_LIMIT = 650.0
 
 
 def fixed_batch_distribution(
@@ -63,7 +63,7 @@ def fixed_batch_distribution(
     # below), so they stay above min(1, ratio)^(K+1).
     grow = K * np.maximum(log_ratio + math.log(N), 0.0) + math.log(K + 1)
     shrink = (K + 1) * np.maximum(-log_ratio, 0.0)
-    linear = (grow < _LINEAR_LIMIT) & (shrink < _LINEAR_LIMIT)
+    linear = (grow < LINEAR_DOMAIN_LIMIT) & (shrink < LINEAR_DOMAIN_LIMIT)
     out = np.empty((K + 1, log_ratio.size))
     if linear.all():
         out[:] = _linear(service_rate / arrival_rate, K, N)
@@ -105,7 +105,7 @@ def fixed_batch_loss(
     from ._fixed_kernel import linear_loss
 
     lam = np.ascontiguousarray(arrival_rate, dtype=np.float64)
-    loss = linear_loss(lam, float(service_rate), capacity, batch, _LINEAR_LIMIT)
+    loss = linear_loss(lam, float(service_rate), capacity, batch, LINEAR_DOMAIN_LIMIT)
     outside = np.isnan(loss)
     if outside.any():
         log_ratio = np.log(service_rate) - np.log(lam[outside])

@@ -40,7 +40,13 @@ rounds = ceil(N_resend) + 1, loss >= 1 never completes (``completes`` False, ``N
 ``to_dict()``), and the search is a deterministic global scan plus refinement to 0.1 Mbps.
 """
 
-from .bottleneck import MAX_CURVE_POINTS, BottleneckRate, LossFunction, effective_bottleneck_rate
+from .bottleneck import (
+    MAX_CURVE_POINTS,
+    BottleneckRate,
+    LossFunction,
+    bulk_queue_bottleneck_rate,
+    effective_bottleneck_rate,
+)
 from .control import ControlError
 from .curve import TransferCurve
 from .errors import NoCompletingRateError, TransportParameterError
@@ -90,6 +96,7 @@ __all__ = [
     "TransferTime",
     "TransportParameterError",
     "WireError",
+    "bulk_queue_bottleneck_rate",
     "effective_bottleneck_rate",
     "safe_file_name",
     "send_file",

@@ -25,6 +25,8 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from queues.compiled import LINEAR_DOMAIN_LIMIT, fixed_batch_loss_kernel
+
 # N_resend is a ratio of two logarithms, each rounded; when it is mathematically an
 # integer k the computed value can land a few ulps above k, and a bare ceil would then add
 # a whole extra resend round.  Values within this relative distance above an integer count
@@ -283,3 +285,95 @@ def scan_cells(
         origin[i + 1] = i
     low[n] = np.inf  # the last point starts no cell
     return rates, totals, losses, rounds, low, origin, terms
+
+
+@njit(cache=True, nogil=True)
+def _lowest_bounds(
+    alive: NDArray[np.intp], low: NDArray[np.float64], keep: int
+) -> NDArray[np.intp]:
+    """The ``keep`` cells of ``alive`` with the lowest bounds (ties: the lower rate),
+    ascending: ``np.lexsort((alive, low[alive]))[:keep]``, sorted.  A stable sort by
+    bound keeps ``alive``'s ascending order among equal bounds."""
+    order = np.argsort(low[alive], kind="mergesort")[:keep]
+    return np.sort(alive[order])
+
+
+@njit(cache=True, nogil=True)
+def exponential_search(
+    scan: NDArray[np.float64],
+    bits_per_packet: float,
+    service_rate: float,
+    capacity: int,
+    batch: int,
+    total_bytes: float,
+    payload_bytes: float,
+    delay_s: float,
+    resolution: float,
+    split_at: NDArray[np.float64],
+    max_split_cells: int,
+    max_passes: int,
+) -> tuple[int, NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64]]:
+    """The whole search of :func:`transport.bottleneck.effective_bottleneck_rate` for the
+    exponential NIC queue, its loss computed in the same loop.
+
+    The same steps as the Python loop there, in the same order, with the loss of
+    :func:`queues.loss_probability` at ``lam = rate / bits_per_packet`` (its compiled
+    linear-domain recursion), so the answer is the same to the last bit.  Returns a
+    status -- 0 found, 1 a rate left the linear domain (the caller runs the general
+    search, which completes such rates in the log domain), 2 no scanned rate completes --
+    the scan's losses, totals and ``completes`` (for the curve), and the answer:
+    ``[rate, T, loss, N_resend, rounds, first blast, resend, feedback, evaluations]``.
+    """
+    summary = np.full(9, np.nan)
+    scan_loss = fixed_batch_loss_kernel(
+        scan / bits_per_packet, service_rate, capacity, batch, LINEAR_DOMAIN_LIMIT
+    )
+    if np.isnan(scan_loss).any():
+        return 1, scan_loss, scan_loss, np.zeros(0, dtype=np.bool_), summary
+    rates, totals, losses, rounds, low, origin, terms = scan_cells(
+        scan, scan_loss, total_bytes, payload_bytes, delay_s
+    )
+    if not terms[6].any():
+        return 2, scan_loss, terms[3], terms[6], summary
+    evaluations = scan.shape[0]
+    for _ in range(max_passes):
+        alive = cells_worth_splitting(rates, totals, rounds, low, resolution)
+        if alive.shape[0] == 0:
+            break
+        if alive.shape[0] > max_split_cells:
+            alive = _lowest_bounds(alive, low, max_split_cells)
+        new_rates = split_points(rates, alive, split_at)
+        new_loss = fixed_batch_loss_kernel(
+            new_rates / bits_per_packet, service_rate, capacity, batch, LINEAR_DOMAIN_LIMIT
+        )
+        if np.isnan(new_loss).any():
+            return 1, scan_loss, terms[3], terms[6], summary
+        rates, totals, losses, rounds, low, origin, _ = refine_cells(
+            rates,
+            totals,
+            losses,
+            rounds,
+            low,
+            origin,
+            alive,
+            new_rates,
+            new_loss,
+            evaluations,
+            total_bytes,
+            payload_bytes,
+            delay_s,
+        )
+        evaluations += new_rates.shape[0]
+    # The first minimum, i.e. the lowest rate on a tie; its terms by the same formula.
+    i = np.argmin(totals)
+    best = time_terms(rates[i : i + 1], losses[i : i + 1], total_bytes, payload_bytes, delay_s)
+    summary[0] = rates[i]
+    summary[1] = totals[i]
+    summary[2] = losses[i]
+    summary[3] = best[4][0]
+    summary[4] = best[5][0]
+    summary[5] = best[0][0]
+    summary[6] = best[1][0]
+    summary[7] = best[2][0]
+    summary[8] = evaluations
+    return 0, scan_loss, terms[3], terms[6], summary

@@ -18,7 +18,12 @@ MAX_BYTES = 2**53
 
 def positive_real(value: Any, name: str, unit: str) -> float:
     """A finite, strictly positive real number (``unit`` only goes into the message)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    # Exact float and int first: the ABC checks are the slow part on the usual path.
+    if (
+        type(value) is not float
+        and type(value) is not int
+        and (isinstance(value, bool) or not isinstance(value, numbers.Real))
+    ):
         raise TransportParameterError(
             name, f"must be a real number ({unit}), got {type(value).__name__}"
         )
@@ -36,11 +41,13 @@ def whole_number(
     value: Any, name: str, *, minimum: int, maximum: int = MAX_BYTES, unit: str = "bytes"
 ) -> int:
     """An integer in ``[minimum, maximum]``; an integral float such as ``1468.0`` is accepted."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if type(value) is int:  # the usual case, without the ABC checks below
+        n = value
+    elif isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TransportParameterError(
             name, f"must be a whole number of {unit}, got {type(value).__name__}"
         )
-    if isinstance(value, numbers.Integral):
+    elif isinstance(value, numbers.Integral):
         n = int(value)
     else:
         x = float(value)

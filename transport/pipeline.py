@@ -33,7 +33,12 @@ import queues
 from host import HostProfile, InterruptServiceTime, Workload, interrupt_service_time
 
 from . import _validation as check
-from .bottleneck import MAX_CURVE_POINTS, BottleneckRate, effective_bottleneck_rate
+from .bottleneck import (
+    MAX_CURVE_POINTS,
+    BottleneckRate,
+    bulk_queue_bottleneck_rate,
+    effective_bottleneck_rate,
+)
 from .errors import TransportParameterError
 
 __all__ = ["NicService", "PipelineResult", "workload_bottleneck_rate"]
@@ -246,14 +251,18 @@ def workload_bottleneck_rate(
     service = interrupt_service_time(workload, profile, times=service_time_grid)
     host = service.profile
     nic = _NicQueue(service, host, kind)
-    bottleneck = effective_bottleneck_rate(
-        nic,
-        line_rate_bps=host.line_rate_bps,
-        file_size_bytes=size,
-        propagation_delay_s=delay,
-        packet_payload_bytes=host.packet_payload_bytes,
-        curve_points=points,
-    )
+    transfer: dict[str, Any] = {
+        "line_rate_bps": host.line_rate_bps,
+        "file_size_bytes": size,
+        "propagation_delay_s": delay,
+        "packet_payload_bytes": host.packet_payload_bytes,
+        "curve_points": points,
+    }
+    if nic.mu is not None:
+        # The same search with the queue's loss inside one compiled loop.
+        bottleneck = bulk_queue_bottleneck_rate(nic.mu, nic.capacity, nic.batch, **transfer)
+    else:
+        bottleneck = effective_bottleneck_rate(nic, **transfer)
     return PipelineResult(
         workload=service.workload,
         profile=host,

@@ -13,6 +13,7 @@ from planning import PlanningError, run_sweep
 
 from ..capacity import check_point_limits, parse_inputs, planning_problem, product_size
 from ..capacity_schemas import SweepRequest, SweepResult
+from ..colocation import on_process_cpus
 from ..problems import FieldProblem, ProblemError
 from ..settings import Settings
 from ..state import encode, service
@@ -82,7 +83,8 @@ async def post_sweep(body: SweepRequest, request: Request) -> Response:
     Up to `sweep_inline_points` points run in the service's threads; larger sweeps on a
     local process pool (`sweep_workers`) or the Dask cluster at `sweep_cluster`.  At most
     `sweep_max_points` points and `sweep_timeout_s` seconds."""
-    settings = service(request).settings
+    state = service(request)
+    settings = state.settings
     specs = BaseModel.model_dump(body.inputs, exclude_none=True)
     try:
         base, axes = parse_inputs(specs, max_points=settings.sweep_max_points)
@@ -102,7 +104,11 @@ async def post_sweep(body: SweepRequest, request: Request) -> Response:
             max_buffer_packets=settings.planning_max_buffer_packets,
             max_states=settings.max_states,
         )
-        result = await anyio.to_thread.run_sync(_run, settings, base, axes)
+        # The pool's processes inherit the starting thread's CPUs: every CPU of the
+        # process, not the event loop's one (app.colocation).
+        result = await anyio.to_thread.run_sync(
+            on_process_cpus, state.loop_cpu, lambda: _run(settings, base, axes)
+        )
     except (PlanningError, QuantityError) as exc:
         if isinstance(exc, PlanningError) and exc.field == "cluster":
             raise _unavailable(str(exc)) from None
