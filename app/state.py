@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -16,6 +14,7 @@ from starlette.responses import Response
 
 from .cache import CachedBody, QueryIndex, ResultCache, cache_key, etag_matches
 from .colocation import LoopCpu, pin_loop_thread, pin_this_thread
+from .compute_threads import ComputeThreads
 from .observability import Metrics
 from .pool import SolvePool
 from .problems import ProblemError
@@ -43,7 +42,7 @@ class ServiceState:
     #: Where the event loop and the compute threads run, once pinned (:mod:`app.colocation`).
     loop_cpu: LoopCpu | None = None
     #: The threads that compute in-process work (see :attr:`compute_threads`).
-    _compute_threads: ThreadPoolExecutor | None = None
+    _compute_threads: ComputeThreads | None = None
     _compute_closed: bool = False
     #: Cache keys being computed right now -> the one task computing each.
     _in_flight: dict[str, asyncio.Task[CachedBody]] = field(default_factory=dict)
@@ -88,20 +87,21 @@ class ServiceState:
             task.exception()  # retrieved here, so a task nobody awaits any more is quiet
 
     @property
-    def compute_threads(self) -> ThreadPoolExecutor:
+    def compute_threads(self) -> ComputeThreads:
         """The ``compute_threads`` threads that run in-process work, made on first use.
 
-        A plain executor rather than ``anyio.to_thread``: on the hot path of ``GET
-        /bottleneck-rate`` anyio's two checkpoints and its cancel scope cost a few event
-        loop turns per request (about 0.1 ms of a 2 ms answer, measured), and the
-        executor bounds the threads just the same (work beyond them queues).
+        :class:`app.compute_threads.ComputeThreads` rather than ``anyio.to_thread`` or
+        ``run_in_executor``: on the hot path of ``GET /bottleneck-rate`` their futures,
+        checkpoints and callbacks cost about 0.1 ms per request (measured); the pool
+        bounds the threads just the same (work beyond them queues).  Each thread starts
+        on the event loop's CPU when it is pinned (:meth:`pin_to_loop_cpu`).
         """
         if self._compute_threads is None:
-            self._compute_threads = ThreadPoolExecutor(
-                max_workers=self.settings.compute_threads,
-                thread_name_prefix="blastrate-compute",
-                initializer=pin_this_thread,
-                initargs=(self.loop_cpu,),
+            where = self.loop_cpu
+            self._compute_threads = ComputeThreads(
+                self.settings.compute_threads,
+                "blastrate-compute",
+                initializer=lambda: pin_this_thread(where),
             )
         return self._compute_threads
 
@@ -114,7 +114,7 @@ class ServiceState:
             return
         self.loop_cpu = pin_loop_thread()
         if self.loop_cpu is not None and self._compute_threads is not None:
-            self._compute_threads.shutdown(wait=False)
+            self._compute_threads.close()
             self._compute_threads = None
 
     async def run_in_thread(self, function: Callable[[], T]) -> T:
@@ -122,9 +122,9 @@ class ServiceState:
 
         It runs in a copy of the caller's context, so the request id reaches what it
         logs and the problems it raises.  A caller that is cancelled stops waiting: work
-        already running finishes and its result is dropped (only the solve guard of
-        :mod:`app.guard` can stop a thread early, where it is used); queued work is
-        dropped at shutdown.
+        not started yet is skipped, work already running finishes and its result is
+        dropped (only the solve guard of :mod:`app.guard` can stop a thread early, where
+        it is used); queued work is dropped at shutdown.
 
         Raises
         ------
@@ -137,10 +137,7 @@ class ServiceState:
                 "the server is shutting down",
                 headers={"Retry-After": str(self.pool.retry_after_s)},
             )
-        context = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(
-            self.compute_threads, context.run, function
-        )
+        return await self.compute_threads.run(function)
 
     def open_compute_threads(self) -> None:
         """At start-up: accept in-process work (again, after a previous shutdown of the
@@ -159,7 +156,7 @@ class ServiceState:
         """
         self._compute_closed = True
         if self._compute_threads is not None:
-            self._compute_threads.shutdown(wait=False, cancel_futures=True)
+            self._compute_threads.close()
 
     async def encoded(self, body: Any) -> bytes:
         """``body`` encoded as JSON in a compute thread (a large body takes milliseconds)."""

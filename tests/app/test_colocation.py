@@ -79,7 +79,7 @@ def test_nothing_is_pinned_without_a_pin() -> None:
 
 
 def compute_thread_cpus(state: ServiceState) -> list[set[int]]:
-    threads = list(state.compute_threads._threads)
+    threads = state.compute_threads.threads
     return [os.sched_getaffinity(t.native_id) for t in threads if t.native_id is not None]
 
 
