@@ -87,6 +87,19 @@ class ComputeThreads:
         RuntimeError
             After :meth:`close`.
         """
+        return await self.submit(function)
+
+    def submit(self, function: Callable[[], T]) -> asyncio.Future[T]:
+        """Queue ``function()`` now; the future of the running loop that gets its outcome.
+
+        As :meth:`run`, for a caller that wants the future itself (cancelling it skips
+        work not started yet); call it on the event loop.
+
+        Raises
+        ------
+        RuntimeError
+            After :meth:`close`, or without a running event loop.
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         with self._lock:
@@ -98,12 +111,15 @@ class ComputeThreads:
             if self._idle > 0:
                 self._idle -= 1
             elif len(self._threads) < self.size:
+                # Daemon threads, as an executor's are in effect: a pool that is never
+                # closed (an app whose lifespan never ran) must not hold the interpreter
+                # open at exit.  The service closes its pool at shutdown.
                 thread = threading.Thread(
-                    target=self._work, name=f"{self.name}_{len(self._threads)}", daemon=False
+                    target=self._work, name=f"{self.name}_{len(self._threads)}", daemon=True
                 )
                 self._threads.append(thread)
                 thread.start()
-        return await future
+        return future
 
     def close(self) -> None:
         """Refuse new work, drop queued work (its waiters get ``CancelledError``), and
@@ -131,16 +147,20 @@ class ComputeThreads:
             if item is None:
                 return
             loop, future, context, function = item
-            if not future.done():  # a waiter that has gone does not need the work
-                value: Any = None
-                error: BaseException | None = None
+            value: Any = None
+            error: BaseException | None = None
+            ran = not future.done()  # a waiter that has gone does not need the work
+            if ran:
                 try:
                     value = context.run(function)
                 except BaseException as exc:  # handed to the waiter, raised there
                     error = exc
+            # Idle from here on, before the waiter hears of it: its next submission
+            # must find this thread rather than start another.
+            with self._lock:
+                self._idle += 1
+            if ran:
                 # RuntimeError: the loop has closed, so nobody waits any more.
                 with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(_deliver, future, value, error)
-                del value, error  # an idle thread holds no result
-            with self._lock:
-                self._idle += 1
+            del value, error  # an idle thread holds no result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -44,8 +45,8 @@ class ServiceState:
     #: The threads that compute in-process work (see :attr:`compute_threads`).
     _compute_threads: ComputeThreads | None = None
     _compute_closed: bool = False
-    #: Cache keys being computed right now -> the one task computing each.
-    _in_flight: dict[str, asyncio.Task[CachedBody]] = field(default_factory=dict)
+    #: Cache keys being computed right now -> the entry their requests wait for.
+    _in_flight: dict[str, asyncio.Future[CachedBody]] = field(default_factory=dict)
 
     def cached(self, kind: str, inputs: Any) -> tuple[str, CachedBody | None]:
         """The cache key of ``inputs`` and the cached body, if any (counted in metrics)."""
@@ -63,28 +64,39 @@ class ServiceState:
     async def compute_once(self, key: str, compute: Callable[[], Awaitable[bytes]]) -> CachedBody:
         """The body for a cache miss, computed once however many requests ask for it.
 
-        The first request for ``key`` starts ``compute`` (which returns the encoded body)
-        as a task of its own; identical requests arriving while it runs wait for the same
-        task and get its body, or its exception.  The task is shielded: a client that
-        hangs up does not cancel the work the others are waiting for, and the result is
-        cached either way.
+        The first request for ``key`` starts ``compute()`` (which gives the encoded body:
+        a coroutine, run as a task of its own, or a future already under way, such as
+        :meth:`start_in_thread`'s); identical requests arriving while it runs wait for the
+        same result, or its exception.  Each waits through a shield: a client that hangs
+        up does not cancel the work the others are waiting for, and the result is cached
+        either way.
         """
-        task = self._in_flight.get(key)
-        if task is None:
+        entry = self._in_flight.get(key)
+        if entry is None:
+            work = asyncio.ensure_future(compute())  # a future passes through as it is
+            entry = asyncio.get_running_loop().create_future()
+            self._in_flight[key] = entry
+            work.add_done_callback(functools.partial(self._settle, key, entry))
+        return await asyncio.shield(entry)
 
-            async def run() -> CachedBody:
-                return self.store(key, await compute())
-
-            task = asyncio.ensure_future(run())
-            self._in_flight[key] = task
-            task.add_done_callback(lambda done: self._finished(key, done))
-        return await asyncio.shield(task)
-
-    def _finished(self, key: str, task: asyncio.Task[CachedBody]) -> None:
-        if self._in_flight.get(key) is task:
+    def _settle(
+        self, key: str, entry: asyncio.Future[CachedBody], work: asyncio.Future[bytes]
+    ) -> None:
+        """On the loop, when a computation ends: cache its body and hand the entry (or
+        the error) to the requests waiting for it."""
+        if self._in_flight.get(key) is entry:
             del self._in_flight[key]
-        if not task.cancelled():
-            task.exception()  # retrieved here, so a task nobody awaits any more is quiet
+        if work.cancelled():
+            entry.cancel()
+        elif (error := work.exception()) is not None:
+            entry.set_exception(error)
+            entry.exception()  # retrieved here, so an error nobody awaits any more is quiet
+        else:
+            try:
+                entry.set_result(self.store(key, work.result()))
+            except Exception as exc:  # the waiters must not wait forever
+                entry.set_exception(exc)
+                entry.exception()
 
     @property
     def compute_threads(self) -> ComputeThreads:
@@ -117,8 +129,10 @@ class ServiceState:
             self._compute_threads.close()
             self._compute_threads = None
 
-    async def run_in_thread(self, function: Callable[[], T]) -> T:
-        """``function()`` in one of the compute threads; the event loop only waits.
+    def submit_in_thread(self, function: Callable[[], T]) -> asyncio.Future[T]:
+        """``function()`` queued for a compute thread now; the future of its outcome.
+
+        The event loop only waits.
 
         It runs in a copy of the caller's context, so the request id reaches what it
         logs and the problems it raises.  A caller that is cancelled stops waiting: work
@@ -137,7 +151,11 @@ class ServiceState:
                 "the server is shutting down",
                 headers={"Retry-After": str(self.pool.retry_after_s)},
             )
-        return await self.compute_threads.run(function)
+        return self.compute_threads.submit(function)
+
+    async def run_in_thread(self, function: Callable[[], T]) -> T:
+        """``await`` of :meth:`submit_in_thread`: ``function()`` in a compute thread."""
+        return await self.submit_in_thread(function)
 
     def open_compute_threads(self) -> None:
         """At start-up: accept in-process work (again, after a previous shutdown of the
@@ -150,9 +168,9 @@ class ServiceState:
         """At shutdown, on the event loop: refuse new work (503), drop queued work, and
         let the threads end after their current work.
 
-        Not waited for here: the shutdown has its own time bound.  The threads are not
-        daemons, so the interpreter still joins them at exit; in-process work is small by
-        construction (larger chains go to the worker pool, where a wall-time limit holds).
+        Not waited for here: the shutdown has its own time bound, and in-process work is
+        small by construction (larger chains go to the worker pool, where a wall-time
+        limit holds).
         """
         self._compute_closed = True
         if self._compute_threads is not None:
@@ -162,10 +180,14 @@ class ServiceState:
         """``body`` encoded as JSON in a compute thread (a large body takes milliseconds)."""
         return await self.run_in_thread(lambda: encode(body))
 
+    def start_in_thread(self, kind: str, compute: Callable[[], Any]) -> asyncio.Future[bytes]:
+        """Start ``compute`` in a compute thread, timed, its result encoded there too (the
+        event loop only moves bytes); the future of the encoded body."""
+        return self.submit_in_thread(lambda: encode(self.timed(kind, "process", compute)))
+
     async def in_thread(self, kind: str, compute: Callable[[], Any]) -> bytes:
-        """Run ``compute`` in a compute thread, time it, and encode its result there too:
-        the event loop only moves bytes."""
-        return await self.run_in_thread(lambda: encode(self.timed(kind, "process", compute)))
+        """``await`` of :meth:`start_in_thread`."""
+        return await self.start_in_thread(kind, compute)
 
     def timed(self, kind: str, where: str, compute: Callable[[], Any]) -> Any:
         """Run ``compute`` and record its duration in the solve histogram."""

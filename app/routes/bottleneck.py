@@ -11,7 +11,7 @@ request contained (:func:`app.problems.only_sent_fields`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -159,14 +159,18 @@ async def _answer(
     def with_extra(body: dict[str, Any]) -> dict[str, Any]:
         return body if extra is None else {**body, **extra}
 
-    async def compute() -> bytes:
+    async def in_pool() -> bytes:
+        # Large chains: a worker process, where the wall-time limit can stop them and
+        # the GIL is not shared with the event loop.
+        body = await state.pool.run("method", payload, limits.solve_timeout_s, kind=function)
+        return await state.encoded(with_extra(body))
+
+    def compute() -> Awaitable[bytes]:
         if heavy or states > limits.inprocess_max_method_states:
-            # Large chains: a worker process, where the wall-time limit can stop them
-            # and the GIL is not shared with the event loop.
-            body = await state.pool.run("method", payload, limits.solve_timeout_s, kind=function)
-            return await state.encoded(with_extra(body))
-        # Paper-sized chains take about a millisecond: a bounded thread, off the loop.
-        return await state.in_thread(function, lambda: with_extra(run_method(payload)))
+            return in_pool()
+        # Paper-sized chains take under a millisecond: a bounded thread, off the loop,
+        # started at once (a future, not a task that would start on the next loop turn).
+        return state.start_in_thread(function, lambda: with_extra(run_method(payload)))
 
     entry = await state.compute_once(key, compute)
     if indexable:

@@ -100,3 +100,20 @@ def test_close_drops_queued_work_refuses_new_work_and_ends_the_threads() -> None
 def test_a_pool_needs_a_thread() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         ComputeThreads(0, "t")
+
+
+def test_a_pool_never_closed_does_not_hold_the_interpreter_at_exit() -> None:
+    # An app whose lifespan never ran (as in many tests) never closes its pool.
+    import subprocess
+    import sys
+
+    code = (
+        "import asyncio\n"
+        "from app.compute_threads import ComputeThreads\n"
+        "pool = ComputeThreads(2, 't')\n"
+        "print(asyncio.run(pool.run(lambda: 6 * 7)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "42", done.stderr
