@@ -223,9 +223,19 @@ class InterruptServiceTime:
         return out
 
 
+_DEFAULT_QUANTILES = (0.5, 0.9, 0.99)
+_DEFAULT_GRID_POINTS = 101
+# What _validate_request returns for the defaults (a copy of the levels each time): the
+# bottleneck search calls with them on every request.
+_DEFAULT_LEVELS = np.array(_DEFAULT_QUANTILES)
+
+
 def _validate_request(
     times: ArrayLike | None, quantiles: Sequence[float], grid_points: int
 ) -> tuple[NDArray[np.float64] | None, NDArray[np.float64], int]:
+    defaults = quantiles is _DEFAULT_QUANTILES and type(grid_points) is int
+    if times is None and defaults and grid_points == _DEFAULT_GRID_POINTS:
+        return None, _DEFAULT_LEVELS.copy(), _DEFAULT_GRID_POINTS
     grid = None
     if times is not None:
         try:
@@ -291,8 +301,8 @@ def interrupt_service_time(
     profile: HostProfile | str = DEFAULT_PROFILE,
     *,
     times: ArrayLike | None = None,
-    quantiles: Sequence[float] = (0.5, 0.9, 0.99),
-    grid_points: int = 101,
+    quantiles: Sequence[float] = _DEFAULT_QUANTILES,
+    grid_points: int = _DEFAULT_GRID_POINTS,
     limits: Limits | None = None,
 ) -> InterruptServiceTime:
     """Distribution of the time the host takes to service one network interrupt.

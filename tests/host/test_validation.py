@@ -172,6 +172,8 @@ def test_replace_validates_and_copies() -> None:
         ({"quantiles": 0.5}, "quantiles"),
         ({"grid_points": 1}, "grid_points"),
         ({"grid_points": 2.0}, "grid_points"),
+        # The default's value with another type: the defaults' shortcut must not pass it.
+        ({"grid_points": 101.0}, "grid_points"),
         ({"grid_points": 10**7}, "grid_points"),
         ({"limits": {"max_states": 10}}, "limits"),
     ],
