@@ -6,9 +6,9 @@ interpreter lock.  When the two threads sit on different CPUs, every wake-up is 
 inter-processor interrupt, and the request's data (the parsed query, the chain, the
 answer) moves between the two CPUs' caches.  On the 2-vCPU machines this service was
 measured on, a round trip to an idle thread of a ``ThreadPoolExecutor`` took about
-90 us across CPUs and 23 us on one CPU, and pinning the server to one CPU cut the
-uncached request's p50 by about 0.2 ms (of 1.4 ms); ``benchmarks/service_latency.py``
-prints both settings.
+90 us across CPUs and 23 us on one CPU, and the pin cuts the uncached request's p50 by
+0.13-0.2 ms (of 1.1-1.4 ms); ``benchmarks/service_latency.py --compare-unpinned``
+measures both settings in one run.
 
 The work given to the compute threads holds the interpreter lock, so they cannot run
 in parallel with the event loop anyway: putting them on the loop's CPU costs no

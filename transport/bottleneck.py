@@ -492,8 +492,8 @@ def bulk_queue_bottleneck_rate(
     The same answer, bit for bit, as :func:`effective_bottleneck_rate` with the loss
     ``queues.loss_probability(B / (8 * S_pkt), service_rate, capacity, batch)``, found
     in one compiled call: the scan, every pass of the branch-and-bound and the queue's
-    loss recursion run in one loop instead of a Python round trip per pass (about a
-    third of the time of the general search on the paper's workloads).  Rates whose
+    loss recursion run in one loop instead of a Python round trip per pass (half the
+    time of the general search on the paper's workloads, ``benchmarks/pipeline.py``).  Rates whose
     queue recursion leaves the linear domain (very deep buffers at very low or very high
     load), unusual argument types and searches of more than a few MB run the general
     search, which gives the same answer.
