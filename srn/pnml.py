@@ -600,7 +600,8 @@ def write_pnml(
     Raises
     ------
     NetDefinitionError
-        If the net uses what PNML cannot hold: a guard, a rate, weight or multiplicity
+        If the net uses what PNML cannot hold: a name shared by a place and a transition
+        (PNML ids are unique across both), a guard, a rate, weight or multiplicity
         that is an expression (a bare parameter name is written as its value, and a rate
         of the form ``r * floor(#p / m)`` that :func:`read_pnml` makes of an
         infinite-server transition is written back as one).  The error's ``field`` names
@@ -609,6 +610,16 @@ def write_pnml(
     if not isinstance(net, Net):
         net = Net.from_dict(net)
     inhibitor = {"pipe": "inhibitor", "storm": "inhibition"}[dialect]
+    # PNML has one id space for places and transitions (read_pnml refuses a document
+    # that repeats an id), while a Net keeps them apart: a shared name cannot be written.
+    places = {p.name for p in net.places}
+    for t in net.transitions:
+        if t.name in places:
+            raise NetDefinitionError(
+                f"{t.name!r} names both a place and a transition; PNML ids must be unique "
+                "across places and transitions",
+                field=f"transitions.{t.name}",
+            )
     params = dict(net.parameters)
     out = [
         '<?xml version="1.0" encoding="UTF-8"?>',
