@@ -21,16 +21,27 @@ from numpy.typing import NDArray
 
 from srn import CompiledNet, Limits, ReachabilityGraph, compile_net
 
+from ._small_chain import SmallChain
 from .nets import NET_PARAMETERS, build_nets
 
-__all__ = ["DENSE_MAX", "SHAPES", "SMALL", "DetailedBalance", "EdgeRates", "Shape", "ShapeCache"]
+__all__ = [
+    "DENSE_MAX",
+    "SHAPES",
+    "SMALL",
+    "SYMMETRY_TOL",
+    "DetailedBalance",
+    "EdgeRates",
+    "Shape",
+    "ShapeCache",
+]
 
 # Dense LAPACK on the phase-type generator up to this many transient states; beyond it
 # the d = 1 chain uses its tridiagonal form and d >= 2 chains sparse Lanczos.
 DENSE_MAX = 400
 # Below this many states NumPy's dense routines beat the tridiagonal ones on overhead.
 SMALL = 64
-_SYMMETRY_TOL = 1e-9
+#: Relative tolerance of the detailed-balance check on every edge (Kolmogorov).
+SYMMETRY_TOL = 1e-9
 
 
 class DetailedBalance:
@@ -117,7 +128,7 @@ class DetailedBalance:
                         - np.bincount(rows, weights=diff, minlength=n)
                     )
         scale = max(1.0, float(np.max(np.abs(g), initial=0.0)))
-        if np.max(np.abs(ell[cols] - ell[rows] - g), initial=0.0) > _SYMMETRY_TOL * scale:
+        if np.max(np.abs(ell[cols] - ell[rows] - g), initial=0.0) > SYMMETRY_TOL * scale:
             return None
         return np.asarray(ell - ell.max(), dtype=np.float64)
 
@@ -294,6 +305,8 @@ class Shape:
             self.up = rank[cols] == rank[rows] + 1  # edge k -> k + 1 in that order
             self.up_at = rank[rows[self.up]]
             self.down_at = rank[cols[~self.up]]
+        # Both chains in one compiled call when they are this small (None otherwise).
+        self.small_chain: SmallChain | None = SmallChain.of(self, SMALL, SYMMETRY_TOL)
 
 
 class ShapeCache:

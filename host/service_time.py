@@ -13,8 +13,10 @@ Both chains are reversible (a closed BCMP network whose routing is reversible), 
 the solution exploits and checks at run time: detailed balance gives the steady state
 in logs, exact componentwise even where probabilities underflow, and it symmetrises T
 (see :mod:`host._spectral`).  Should a check fail, the engine's general solvers take
-over.  The result defers what only some callers read (quantiles, the CDF grid, T as a
-sparse matrix) to first access.
+over.  Paper-sized chains (both at most :data:`host._shape.SMALL` states) run both steps
+as one compiled call, with the moments from a subtraction-free elimination of ``-T``
+(:mod:`host._small_chain`).  The result defers what only some callers read (quantiles,
+the CDF grid, T as a sparse matrix) to first access.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from srn import AbsorptionTime, Limits, ReachabilityGraph, steady_state, time_to
 
 from ._checks import require_count
 from ._shape import SHAPES, Shape
-from ._spectral import SpectralDistribution, spectral_solution
+from ._spectral import SpectralDistribution, Spectrum, spectral_solution
 from .errors import WorkloadError
 from .nets import end_system_state_count, net_parameters
 from .profiles import DEFAULT_PROFILE, HostProfile, host_profile
@@ -378,6 +380,42 @@ def interrupt_service_time(
 
     shape = SHAPES.get(workload.io_tasks, workload.disks, limits)
     values = net_parameters(workload, host)
+    small = None if shape.small_chain is None else shape.small_chain.solve(values)
+    if small is not None:
+        # Paper-sized chains: both steps below in one compiled call.
+        mean, variance = small.mean, small.second - small.mean * small.mean
+        spectrum = Spectrum(small.left, small.right, mean, dense=small.S)
+        return InterruptServiceTime(
+            workload=workload,
+            profile=host,
+            mean_s=mean,
+            variance_s2=variance,
+            rate_per_s=1.0 / mean,
+            occupancy=_occupancy_of(
+                small.io_at_processor,
+                small.busy_disks,
+                small.busy_cores,
+                small.io_distribution,
+                workload,
+                host,
+            ),
+            n_states=shape.n_states,
+            n_transient_states=len(small.alpha),
+            _distribution=SpectralDistribution(
+                shape,
+                spectrum,
+                mean,
+                variance,
+                grid,
+                levels,
+                points,
+                small.alpha,
+                small.inner,
+                small.out_rate,
+            ),
+            method="spectral",
+            steady_state_residual=small.residual,
+        )
 
     # Step 1: the steady state of Fig. 1a.
     graph_a = shape.graph_a.with_parameters(values)
@@ -445,13 +483,31 @@ def interrupt_service_time(
 def _occupancy(
     shape: Shape, pi: NDArray[np.float64], workload: Workload, host: HostProfile
 ) -> EndSystemOccupancy:
-    io_cpu = float(pi @ shape.io_at_cpu)
-    busy = float(pi @ shape.busy_disks)
     present = workload.cpu_tasks + shape.io_at_cpu
-    cores = float(pi @ np.minimum(present, workload.cores))
-    marginal = np.bincount(
-        shape.io_at_cpu.astype(np.intp), weights=pi, minlength=workload.io_tasks + 1
+    return _occupancy_of(
+        float(pi @ shape.io_at_cpu),
+        float(pi @ shape.busy_disks),
+        float(pi @ np.minimum(present, workload.cores)),
+        np.asarray(
+            np.bincount(
+                shape.io_at_cpu.astype(np.intp), weights=pi, minlength=workload.io_tasks + 1
+            ),
+            dtype=np.float64,
+        ),
+        workload,
+        host,
     )
+
+
+def _occupancy_of(
+    io_cpu: float,
+    busy: float,
+    cores: float,
+    marginal: NDArray[np.float64],
+    workload: Workload,
+    host: HostProfile,
+) -> EndSystemOccupancy:
+    """The occupancy from E[i], E[busy disks], E[min(C + i, m)] and P(i = k)."""
     return EndSystemOccupancy(
         cpu_tasks_at_processor=float(workload.cpu_tasks),
         io_tasks_at_processor=io_cpu,

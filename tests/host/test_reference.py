@@ -24,6 +24,7 @@ import pytest
 import scipy.linalg as la
 
 from host import HostProfile, Workload, _shape, host_profile, interrupt_service_time
+from host.service_time import DEFAULT_LIMITS
 
 SX280 = host_profile("sx280-2007")
 SLOW_DISK = SX280.replace(name="slow-disk", mu_disk=120.0, mu_io_cpu=9_000.0)
@@ -129,13 +130,23 @@ def test_large_chain_paths_match_the_reference(w, p, method, dense_max, small, m
         _shape.SHAPES.clear()
 
 
-def test_engine_fallback_matches_the_reference(monkeypatch):
-    """A chain the model cannot symmetrise goes to the engine's uniformisation."""
-    monkeypatch.setattr(_shape.DetailedBalance, "log_weights", lambda self, rates: None)
-    w, p = Workload(1, 3, cores=1, disks=2), SLOW_DISK
-    r = interrupt_service_time(w, p)
-    assert r.method == "uniformization"
-    check_against_reference(r, w, p)
+@pytest.mark.parametrize("small", [64, 2])
+def test_engine_fallback_matches_the_reference(small, monkeypatch):
+    """A chain that fails the detailed-balance check goes to the engine's
+    uniformisation, from the compiled small-chain solve (SMALL = 64) and from the NumPy
+    path (SMALL = 2) alike.  A negative tolerance fails the check on every edge."""
+    monkeypatch.setattr(_shape, "SYMMETRY_TOL", -1.0)
+    monkeypatch.setattr(_shape, "SMALL", small)
+    _shape.SHAPES.clear()
+    try:
+        w, p = Workload(1, 3, cores=1, disks=2), SLOW_DISK
+        shape = _shape.SHAPES.get(w.io_tasks, w.disks, DEFAULT_LIMITS)
+        assert (shape.small_chain is not None) == (small == 64)
+        r = interrupt_service_time(w, p)
+        assert r.method == "uniformization"
+        check_against_reference(r, w, p)
+    finally:
+        _shape.SHAPES.clear()
 
 
 @pytest.mark.parametrize(

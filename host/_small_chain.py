@@ -1,0 +1,407 @@
+"""Both end-system chains of a small shape solved in one compiled call.
+
+For paper-sized workloads (a handful of states) the NumPy solution of
+:func:`host.interrupt_service_time` is some forty array operations on vectors of two to
+ten entries, and their call overhead is nearly all of its cost, ahead of the model's
+arithmetic by two orders of magnitude.  :class:`SmallChain` runs the same steps as one
+Numba function:
+
+1. the edge rates of both nets (the formulas of :class:`host._shape.EdgeRates`, in its
+   order of operations, so the same doubles);
+2. the Fig. 1a steady state by detailed balance (the grounded Laplacian's inverse, as
+   :class:`host._shape.DetailedBalance` keeps it for small chains), with the same
+   Kolmogorov check on every edge, and its residual ``||pi Q||_1``;
+3. the occupancy measures of that steady state;
+4. the tagged chain of Fig. 1b: its start vector, exit and total outflow rates, its
+   detailed-balance weights (checked), the mean and second moment from two solves with
+   ``-T``, and the symmetrised ``S`` that the eigen-decomposition needs on demand.
+
+It applies to shapes whose chains both have at most :data:`host._shape.SMALL` states and
+whose direct edge rates passed their check against the engine (:attr:`Shape.small_chain`
+is None otherwise).  A chain that fails a reversibility check returns None, and the
+caller takes the NumPy path, which hands it to the engine.  Sums run in index order and
+the matrix-vector products are plain loops, so results may differ from the NumPy path's
+in the last bits (tested to 1e-12 relative).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from ._shape import EdgeRates, Shape
+
+__all__ = ["SmallChain", "SmallChainSolution"]
+
+_EMPTY_MATRIX = np.zeros((0, 0))
+
+
+class SmallChainSolution(NamedTuple):
+    """What one compiled solve returns (rates in 1/s, times in s).
+
+    ``io_at_processor``, ``busy_disks`` and ``busy_cores`` are steady-state means of
+    Fig. 1a; ``io_distribution`` is P(i = k), k = 0..I.  ``alpha``, ``inner`` and
+    ``out_rate`` describe the tagged chain's T as :class:`host._spectral.
+    SpectralDistribution` takes them; ``left``, ``right`` and ``S`` are the
+    symmetrised form :class:`host._spectral.Spectrum` takes.  ``second`` is E[X^2].
+    """
+
+    residual: float
+    io_at_processor: float
+    busy_disks: float
+    busy_cores: float
+    io_distribution: NDArray[np.float64]
+    alpha: NDArray[np.float64]
+    inner: NDArray[np.float64]
+    out_rate: NDArray[np.float64]
+    left: NDArray[np.float64]
+    right: NDArray[np.float64]
+    S: NDArray[np.float64]
+    mean: float
+    second: float
+
+
+@njit(cache=True, nogil=True)
+def _edge_rates(
+    c: float,
+    m: float,
+    mu_io_cpu: float,
+    mu_disk: float,
+    mu_net: float,
+    disks: float,
+    n_edges: int,
+    to_disk: NDArray[np.intp],
+    done: NDArray[np.intp],
+    interrupt: NDArray[np.intp],
+    io_in: NDArray[np.float64],
+    present_in: NDArray[np.float64],
+    ties_in: NDArray[np.float64],
+    ties_out: NDArray[np.float64],
+    present_interrupt: NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """EdgeRates.__call__, operation for operation (see its comments for the formulas)."""
+    rates = np.empty(n_edges)
+    for k in range(to_disk.shape[0]):
+        share = min(1.0, m / (c + present_in[k]))
+        rates[to_disk[k]] = io_in[k] * mu_io_cpu * share * ties_in[k] / disks
+    for k in range(done.shape[0]):
+        rates[done[k]] = mu_disk * ties_out[k]
+    for k in range(interrupt.shape[0]):
+        rates[interrupt[k]] = mu_net * min(1.0, m / (c + present_interrupt[k]))
+    return rates
+
+
+@njit(cache=True, nogil=True)
+def _log_weights(
+    rates: NDArray[np.float64],
+    rows: NDArray[np.intp],
+    cols: NDArray[np.intp],
+    reverse: NDArray[np.intp],
+    inverse: NDArray[np.float64],
+    n: int,
+    tolerance: float,
+) -> tuple[bool, NDArray[np.float64]]:
+    """DetailedBalance.log_weights with the small-chain inverse: (reversible, log w)."""
+    ell = np.zeros(n)
+    if n == 1:
+        return True, ell
+    edges = rates.shape[0]
+    g = np.empty(edges)
+    into = np.zeros(n)
+    out = np.zeros(n)
+    scale = 1.0
+    for k in range(edges):
+        g[k] = np.log(rates[k]) - np.log(rates[reverse[k]])
+        into[cols[k]] += g[k]
+        out[rows[k]] += g[k]
+        scale = max(scale, abs(g[k]))
+    for i in range(1, n):
+        total = 0.0
+        for j in range(1, n):
+            total += inverse[i - 1, j - 1] * (into[j] - out[j])
+        ell[i] = total
+    # Kolmogorov's criterion on every edge; a NaN fails it too.
+    for k in range(edges):
+        if not abs(ell[cols[k]] - ell[rows[k]] - g[k]) <= tolerance * scale:
+            return False, ell
+    top = ell.max()
+    for i in range(n):
+        ell[i] -= top
+    return True, ell
+
+
+@njit(cache=True, nogil=True)
+def _solve(
+    params: NDArray[np.float64],
+    disks: float,
+    tolerance: float,
+    # Fig. 1a: edge-rate data, moving edges, detailed balance, occupancy maps.
+    a_edges: int,
+    a_to_disk: NDArray[np.intp],
+    a_done: NDArray[np.intp],
+    a_interrupt: NDArray[np.intp],
+    a_io_in: NDArray[np.float64],
+    a_present_in: NDArray[np.float64],
+    a_ties_in: NDArray[np.float64],
+    a_ties_out: NDArray[np.float64],
+    a_present_interrupt: NDArray[np.float64],
+    a_moving: NDArray[np.intp],
+    a_src: NDArray[np.intp],
+    a_dst: NDArray[np.intp],
+    a_reverse: NDArray[np.intp],
+    a_inverse: NDArray[np.float64],
+    io_at_cpu: NDArray[np.float64],
+    busy_disks: NDArray[np.float64],
+    # Fig. 1b: edge-rate data, starts, inner and exit edges, detailed balance.
+    b_edges: int,
+    b_to_disk: NDArray[np.intp],
+    b_done: NDArray[np.intp],
+    b_interrupt: NDArray[np.intp],
+    b_io_in: NDArray[np.float64],
+    b_present_in: NDArray[np.float64],
+    b_ties_in: NDArray[np.float64],
+    b_ties_out: NDArray[np.float64],
+    b_present_interrupt: NDArray[np.float64],
+    b_from_a: NDArray[np.intp],
+    b_inner: NDArray[np.intp],
+    b_exit: NDArray[np.intp],
+    b_exit_row: NDArray[np.intp],
+    b_rows: NDArray[np.intp],
+    b_cols: NDArray[np.intp],
+    b_reverse: NDArray[np.intp],
+    b_inverse: NDArray[np.float64],
+) -> tuple[Any, ...]:
+    c, m, mu_io_cpu, mu_disk, mu_net = params[0], params[1], params[2], params[3], params[4]
+    fail = (
+        False, 0.0, 0.0, 0.0, 0.0, np.empty(0), np.empty(0), np.empty(0), np.empty(0),
+        np.empty(0), np.empty(0), np.empty((0, 0)), 0.0, 0.0,
+    )  # fmt: skip
+
+    # Step 1: the steady state of Fig. 1a, from its logs (exact where pi underflows).
+    all_a = _edge_rates(
+        c, m, mu_io_cpu, mu_disk, mu_net, disks, a_edges, a_to_disk, a_done, a_interrupt,
+        a_io_in, a_present_in, a_ties_in, a_ties_out, a_present_interrupt,
+    )  # fmt: skip
+    rates_a = all_a[a_moving]
+    n = io_at_cpu.shape[0]
+    ok, log_pi = _log_weights(rates_a, a_src, a_dst, a_reverse, a_inverse, n, tolerance)
+    if not ok:
+        return fail
+    log_pi -= np.log(np.exp(log_pi).sum())
+    pi = np.exp(log_pi)
+    balance = np.zeros(n)
+    for k in range(rates_a.shape[0]):
+        flow = pi[a_src[k]] * rates_a[k]
+        balance[a_dst[k]] += flow
+        balance[a_src[k]] -= flow
+    residual = np.abs(balance).sum()
+
+    # Occupancy: E[i], E[busy disks], E[min(C + i, m)] and P(i = k).
+    io_tasks = int(io_at_cpu.max()) if n > 0 else 0
+    distribution = np.zeros(io_tasks + 1)
+    io_cpu = busy = cores = 0.0
+    for s in range(n):
+        io_cpu += pi[s] * io_at_cpu[s]
+        busy += pi[s] * busy_disks[s]
+        cores += pi[s] * min(c + io_at_cpu[s], m)
+        distribution[int(io_at_cpu[s])] += pi[s]
+
+    # Step 2: the tagged chain, started from that steady state.
+    rates_b = _edge_rates(
+        c, m, mu_io_cpu, mu_disk, mu_net, disks, b_edges, b_to_disk, b_done, b_interrupt,
+        b_io_in, b_present_in, b_ties_in, b_ties_out, b_present_interrupt,
+    )  # fmt: skip
+    nt = b_from_a.shape[0]
+    alpha = pi[b_from_a]
+    inner = rates_b[b_inner]
+    exits = np.zeros(nt)  # -T's row sums: the rate at which the interrupt completes
+    for k in range(b_exit.shape[0]):
+        exits[b_exit_row[k]] += rates_b[b_exit[k]]
+    out_rate = exits.copy()
+    for k in range(inner.shape[0]):
+        out_rate[b_rows[k]] += inner[k]
+    ok, log_w = _log_weights(inner, b_rows, b_cols, b_reverse, b_inverse, nt, tolerance)
+    if not ok:
+        return fail
+    left = np.exp(log_pi[b_from_a] - 0.5 * log_w)  # alpha D^(-1/2)
+    right = np.exp(0.5 * log_w)  # D^(1/2) 1
+    moves = np.zeros((nt, nt))  # T's off-diagonal rates
+    S = np.zeros((nt, nt))
+    for k in range(inner.shape[0]):
+        moves[b_rows[k], b_cols[k]] += inner[k]
+        S[b_rows[k], b_cols[k]] += np.sqrt(inner[k] * inner[b_reverse[k]])
+    for i in range(nt):
+        S[i, i] = -out_rate[i]
+    # Mean and second moment: u = (-T)^-1 1, w = (-T)^-1 u, E[X] = alpha u,
+    # E[X^2] = 2 alpha w.
+    if not _factor_m_matrix(moves, exits):
+        return fail
+    u = _solve_factored(moves, np.ones(nt))
+    w = _solve_factored(moves, u)
+    mean = 0.0
+    second = 0.0
+    for i in range(nt):
+        mean += alpha[i] * u[i]
+        second += alpha[i] * w[i]
+    return (
+        True, residual, io_cpu, busy, cores, distribution, alpha, inner, out_rate, left,
+        right, S, mean, 2.0 * second,
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _factor_m_matrix(moves: NDArray[np.float64], exits: NDArray[np.float64]) -> bool:
+    """LU of ``-T`` in place, with no subtraction (Grassmann-Taksar-Heyman style).
+
+    ``-T = diag(exits + row sums of moves) - moves`` is a nonsingular M-matrix when
+    every state can reach an exit.  Gaussian elimination keeps its off-diagonal
+    magnitudes and row sums (the exit rates) instead of its diagonal: each update adds
+    nonnegative terms, and each pivot is recomputed as its row sum plus the remaining
+    off-diagonals, so the factors are accurate entrywise however stiff the rates
+    (Alfa, Xue and Ye, Math. Comp. 71, 2002).  An LU with partial pivoting loses about
+    ``cond(T) * eps`` instead: 1e-7 relative on the mean for rates 1e10 apart.
+
+    On return ``moves[k, k]`` holds pivot k, ``moves[k, j > k]`` the magnitudes of U's
+    row k, ``moves[i > k, k]`` the multipliers.  ``exits`` is overwritten.  False if a
+    pivot is not positive and finite (no exit reachable: the caller falls back).
+    """
+    n = moves.shape[0]
+    for k in range(n):
+        pivot = exits[k]
+        for j in range(k + 1, n):
+            pivot += moves[k, j]
+        if not (0.0 < pivot < np.inf):
+            return False
+        moves[k, k] = pivot
+        for i in range(k + 1, n):
+            multiplier = moves[i, k] / pivot
+            moves[i, k] = multiplier
+            if multiplier == 0.0:
+                continue
+            exits[i] += multiplier * exits[k]
+            for j in range(k + 1, n):
+                if j != i:
+                    moves[i, j] += multiplier * moves[k, j]
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _solve_factored(factors: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``(-T)^-1 b`` for ``b >= 0`` from :func:`_factor_m_matrix`'s factors: every term
+    of both substitutions is nonnegative, so no accuracy is lost to cancellation."""
+    n = b.shape[0]
+    x = b.copy()
+    for i in range(n):
+        for k in range(i):
+            x[i] += factors[i, k] * x[k]
+    for k in range(n - 1, -1, -1):
+        total = x[k]
+        for j in range(k + 1, n):
+            total += factors[k, j] * x[j]
+        x[k] = total / factors[k, k]
+    return x
+
+
+def _rate_data(rates: EdgeRates) -> tuple[Any, ...]:
+    return (
+        rates.n_edges,
+        rates.to_disk.astype(np.intp),
+        rates.done.astype(np.intp),
+        rates.interrupt.astype(np.intp),
+        *(
+            np.ascontiguousarray(x, dtype=np.float64)
+            for x in (
+                rates.io_in,
+                rates.present_in,
+                rates.ties_in,
+                rates.ties_out,
+                rates.present_interrupt,
+            )
+        ),
+    )
+
+
+class SmallChain:
+    """One compiled solve of both chains of a small :class:`~host._shape.Shape`.
+
+    Build it with :meth:`of`, which returns None for a shape it does not cover.  It holds
+    the shape's index arrays in the compiled function's argument order (plain arrays:
+    no compiled nets), so each call passes them without further work.
+    """
+
+    def __init__(self, arguments: tuple[Any, ...]) -> None:
+        self.arguments = arguments
+
+    @classmethod
+    def of(cls, shape: Shape, small: int, tolerance: float) -> SmallChain | None:
+        """The compiled solve of ``shape``, or None unless both chains have at most
+        ``small`` states, have direct edge rates and pair every edge with its reverse.
+
+        ``tolerance`` is the relative tolerance of the detailed-balance check.
+        """
+        a, b = shape.balance_a, shape.balance_b
+        if (
+            shape.rates_a is None
+            or shape.rates_b is None
+            or a.reverse is None
+            or b.reverse is None
+            or a.n > small
+            or b.n > small
+        ):
+            return None
+        inverse_a = a.factor if isinstance(a.factor, np.ndarray) else _EMPTY_MATRIX
+        inverse_b = b.factor if isinstance(b.factor, np.ndarray) else _EMPTY_MATRIX
+        if (a.n > 1 and inverse_a.shape != (a.n - 1, a.n - 1)) or (
+            b.n > 1 and inverse_b.shape != (b.n - 1, b.n - 1)
+        ):
+            return None
+        return cls(
+            (
+                float(shape.disks),
+                float(tolerance),
+                *_rate_data(shape.rates_a),
+                shape.a_moving,
+                shape.a_src,
+                shape.a_dst,
+                a.reverse.astype(np.intp),
+                np.ascontiguousarray(inverse_a, dtype=np.float64),
+                np.ascontiguousarray(shape.io_at_cpu, dtype=np.float64),
+                np.ascontiguousarray(shape.busy_disks, dtype=np.float64),
+                *_rate_data(shape.rates_b),
+                shape.b_from_a,
+                shape.b_inner,
+                shape.b_exit,
+                shape.b_exit_row,
+                shape.b_rows,
+                shape.b_cols,
+                b.reverse.astype(np.intp),
+                np.ascontiguousarray(inverse_b, dtype=np.float64),
+            )
+        )
+
+    def solve(self, values: Mapping[str, float]) -> SmallChainSolution | None:
+        """Both chains at these parameter values (:func:`host.nets.net_parameters`),
+        or None if either fails its reversibility check.
+
+        Parameters
+        ----------
+        values : mapping
+            ``cpu_tasks``, ``cores``, and the rates ``mu_io_cpu``, ``mu_disk``,
+            ``mu_net`` (1/s).
+        """
+        params = np.array(
+            [
+                values["cpu_tasks"],
+                values["cores"],
+                values["mu_io_cpu"],
+                values["mu_disk"],
+                values["mu_net"],
+            ]
+        )
+        ok, *rest = _solve(params, *self.arguments)
+        return SmallChainSolution(*rest) if ok else None
