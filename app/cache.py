@@ -134,11 +134,14 @@ class ResultCache:
 
 
 class QueryIndex:
-    """Raw query strings of GET requests already answered -> their cached bodies.
+    """Raw query strings of GET requests already answered -> their keys in the result cache.
 
     A front index to :class:`ResultCache`: the route validates and normalises a query once,
-    then files its raw bytes here, so that the same query again is answered without any
-    parsing.  Bounded LRU, like the cache.
+    then files a digest of its raw bytes here beside the cache key it computed, so that the
+    same query again is answered without any parsing.  The index holds no bodies (they stay
+    in the cache, under its byte budget, and leave with it) and no query text: each entry
+    is two fixed-size digests, about 300 bytes with its bookkeeping, however long the
+    query.  Bounded LRU, like the cache.
 
     Parameters
     ----------
@@ -146,31 +149,61 @@ class QueryIndex:
         Indexed request paths -> the cache kind reported in metrics.
     max_entries : int
         Most query strings kept; 0 disables the index.
+    cache : ResultCache
+        The cache whose keys are filed.
+
+    Examples
+    --------
+    >>> cache = ResultCache(max_entries=8, max_bytes=1_000)
+    >>> index = QueryIndex({"/rate": "rate"}, max_entries=8, cache=cache)
+    >>> entry = cache.put("rate:1", b'{"x":1}')
+    >>> index.put("/rate", b"a=1", "rate:1")
+    >>> index.get("/rate", b"a=1") == entry, index.get("/rate", b"a=2")
+    (True, None)
+    >>> cache.clear()  # evicted from the cache: the index forgets it too
+    >>> index.get("/rate", b"a=1"), len(index)
+    (None, 0)
     """
 
-    def __init__(self, paths: dict[str, str], max_entries: int) -> None:
+    def __init__(self, paths: dict[str, str], max_entries: int, cache: ResultCache) -> None:
         self.paths = paths
         self.max_entries = max_entries
-        self._entries: OrderedDict[tuple[str, bytes], CachedBody] = OrderedDict()
+        self.cache = cache
+        self._entries: OrderedDict[bytes, str] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, path: str, query: bytes) -> CachedBody | None:
-        """The body filed for this exact path and query string, or None."""
-        with self._lock:
-            entry = self._entries.get((path, query))
-            if entry is not None:
-                self._entries.move_to_end((path, query))
-            return entry
+    @staticmethod
+    def _digest(path: str, query: bytes) -> bytes:
+        digest = hashlib.blake2b(path.encode(), digest_size=16)
+        digest.update(b"?")
+        digest.update(query)
+        return digest.digest()
 
-    def put(self, path: str, query: bytes, entry: CachedBody) -> None:
-        """File ``entry`` under the raw query (only after the route answered it)."""
-        if self.max_entries <= 0 or len(query) > 4_096:
-            return
+    def get(self, path: str, query: bytes) -> CachedBody | None:
+        """The cached body for this exact path and query string, or None."""
+        digest = self._digest(path, query)
         with self._lock:
-            self._entries[(path, query)] = entry
-            self._entries.move_to_end((path, query))
+            key = self._entries.get(digest)
+            if key is None:
+                return None
+            self._entries.move_to_end(digest)
+        entry = self.cache.get(key)
+        if entry is None:
+            with self._lock:
+                self._entries.pop(digest, None)
+        return entry
+
+    def put(self, path: str, query: bytes, key: str) -> None:
+        """File the raw query under the cache key its answer is stored at (only after the
+        route answered it)."""
+        if self.max_entries <= 0:
+            return
+        digest = self._digest(path, query)
+        with self._lock:
+            self._entries[digest] = key
+            self._entries.move_to_end(digest)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)

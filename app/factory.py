@@ -320,12 +320,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         retry_after_s=settings.solver_retry_after_s,
         blas_threads=settings.blas_threads,
     )
+    cache = ResultCache(settings.cache_entries, settings.cache_bytes)
     state = ServiceState(
         settings=settings,
         metrics=metrics,
-        cache=ResultCache(settings.cache_entries, settings.cache_bytes),
+        cache=cache,
         pool=pool,
-        query_index=QueryIndex({"/bottleneck-rate": "bottleneck"}, settings.cache_entries),
+        query_index=QueryIndex({"/bottleneck-rate": "bottleneck"}, settings.cache_entries, cache),
     )
     state.extras["profiles"] = ProfileStore(settings.database_url)
 

@@ -222,9 +222,13 @@ def _solve(
     exits = np.zeros(nt)  # -T's row sums: the rate at which the interrupt completes
     for k in range(b_exit.shape[0]):
         exits[b_exit_row[k]] += rates_b[b_exit[k]]
-    out_rate = exits.copy()
+    # -T's diagonal: inner edges summed from zero, then the exits added, as the NumPy
+    # path does (exits + bincount), so that both give the same doubles.
+    out_rate = np.zeros(nt)
     for k in range(inner.shape[0]):
         out_rate[b_rows[k]] += inner[k]
+    for i in range(nt):
+        out_rate[i] = exits[i] + out_rate[i]
     ok, log_w = _log_weights(inner, b_rows, b_cols, b_reverse, b_inverse, nt, tolerance)
     if not ok:
         return fail

@@ -35,3 +35,16 @@ def test_no_link_leaves_the_repository():
             resolved = (page.parent / target).resolve()
             assert resolved.is_relative_to(root), (page, target)
             assert resolved.exists(), (page, target)
+
+
+def test_readme_links_the_modelling_conventions():
+    # Issue #13: the product carries its own statement of the conventions the paper leaves
+    # open.  README must link it, and the page must cover each of them.
+    readme = README.read_text(encoding="utf-8")
+    assert "](docs/conventions.md)" in readme
+    conventions = (README.parent / "docs" / "conventions.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^#+ (.+)$", conventions, flags=re.MULTILINE)
+    for topic in ("Units", "Fig. 1a", "Fig. 1b", "M/M[N]/1/K", "Transfer time", "parameters"):
+        assert any(topic in heading for heading in headings), topic
+    for term in ("Processor sharing", "batch rule", "resend rounds", "effective bottleneck rate"):
+        assert term in conventions, term

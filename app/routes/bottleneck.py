@@ -28,7 +28,6 @@ from ..bottleneck import (
     run_method,
     state_count,
 )
-from ..cache import CachedBody
 from ..live import latest_probe, live_host_overrides, live_workload
 from ..problems import FieldProblem, ProblemError, only_sent_fields, translated_errors
 from ..schemas import (
@@ -109,7 +108,7 @@ async def _answer(
     indexable = extra is None and inputs["host"]["profile"] in HOST_PROFILES
     if entry is not None:
         if indexable:
-            _index(request, state, entry)
+            _index(request, state, key)
         return respond(request, entry, hit=True)
     limits = state.settings
     states = state_count(inputs)
@@ -174,15 +173,16 @@ async def _answer(
 
     entry = await state.compute_once(key, compute)
     if indexable:
-        _index(request, state, entry)
+        _index(request, state, key)
     return respond(request, entry, hit=False)
 
 
-def _index(request: Request, state: ServiceState, entry: CachedBody) -> None:
-    """File a GET's raw query string in the index that the middleware answers from."""
+def _index(request: Request, state: ServiceState, key: str) -> None:
+    """File a GET's raw query string, with the cache key of its answer, in the index that
+    the middleware answers from."""
     if request.method == "GET":
         # scope["path"], as the middleware looks it up (request.url would build a URL).
-        state.query_index.put(request.scope["path"], request.scope["query_string"], entry)
+        state.query_index.put(request.scope["path"], request.scope["query_string"], key)
 
 
 def _bounded(value: float, field: str, low: float, high: float, unit: str) -> float:

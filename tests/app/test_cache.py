@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import tracemalloc
 
-from app.cache import ResultCache, cache_key, etag_matches
+from app.cache import QueryIndex, ResultCache, cache_key, etag_matches
 
 
 def test_lru_evicts_the_least_recently_used() -> None:
@@ -68,3 +69,55 @@ def test_key_size_does_not_grow_with_the_request() -> None:
     large = cache_key("srn", {"parameters": {f"p{i}": 1.5 for i in range(100_000)}})
     assert len(large) == len(small) <= 80
     assert large != cache_key("srn", {"parameters": {f"p{i}": 1.5 for i in range(99_999)}})
+
+
+def test_query_index_memory_does_not_grow_with_the_query() -> None:
+    # Issue #13 (item 7), the GET side: the index kept raw query strings (up to 4 KB each)
+    # and their bodies, outside the cache's byte budget.  It now keeps two digests per
+    # entry; 2,000 queries of 4 KB must cost far less than the queries themselves (8 MB).
+    cache = ResultCache(max_entries=10_000, max_bytes=10_000_000)
+    index = QueryIndex({"/rate": "rate"}, max_entries=10_000, cache=cache)
+    queries = [b"q=%d&pad=" % i + bytes(4_096) for i in range(2_000)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for i, query in enumerate(queries):
+            index.put("/rate", query, cache_key("rate", i))
+        grown = sum(
+            stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(before, "filename")
+        )
+    finally:
+        tracemalloc.stop()
+    assert len(index) == 2_000
+    assert grown < 2_000 * 600, grown  # about 300 bytes an entry; the queries are 8 MB
+
+
+def test_query_index_answers_only_what_the_cache_still_holds() -> None:
+    # The index held bodies of its own, which outlived their eviction from the cache.
+    cache = ResultCache(max_entries=2, max_bytes=10_000)
+    index = QueryIndex({"/rate": "rate"}, max_entries=100, cache=cache)
+    for i in range(3):
+        cache.put(f"k{i}", b"%d" % i)
+        index.put("/rate", b"i=%d" % i, f"k{i}")
+    assert index.get("/rate", b"i=0") is None  # evicted from the cache by k2
+    assert len(index) == 2
+    hit = index.get("/rate", b"i=2")
+    assert hit is not None and hit.body == b"2"
+    assert index.get("/other", b"i=2") is None  # the path is part of the key
+    assert index.get("/rate", b"i=2&") is None
+
+
+def test_query_index_is_a_bounded_lru() -> None:
+    cache = ResultCache(max_entries=100, max_bytes=10_000)
+    index = QueryIndex({"/rate": "rate"}, max_entries=2, cache=cache)
+    for i in range(3):
+        cache.put(f"k{i}", b"x")
+    index.put("/rate", b"a", "k0")
+    index.put("/rate", b"b", "k1")
+    assert index.get("/rate", b"a") is not None  # "a" now the most recently used
+    index.put("/rate", b"c", "k2")
+    assert index.get("/rate", b"b") is None
+    assert index.get("/rate", b"a") is not None and index.get("/rate", b"c") is not None
+    disabled = QueryIndex({"/rate": "rate"}, max_entries=0, cache=cache)
+    disabled.put("/rate", b"a", "k0")
+    assert len(disabled) == 0

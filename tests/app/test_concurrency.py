@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import httpx
@@ -140,6 +144,107 @@ def test_the_event_loop_stays_responsive_during_a_computation(
     waited, status = asyncio.run(scenario())
     assert status == 200
     assert waited < 0.5  # a blocked loop would wait out the whole second
+
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARIES = tuple(str(ROOT / name) + "/" for name in ("srn", "host", "queues", "transport"))
+PLANNING = str(ROOT / "planning") + "/"
+# Library code that may run on the event loop: constructors and validation of inputs,
+# closed-form size estimates made before any work is placed, axis parsing (bounded by the
+# sweep limits), and serialisation.  Each is O(input size), never a solve.
+ALLOWED_ON_LOOP = {
+    "host/workload.py:Workload.__post_init__",
+    "host/workload.py:Workload.to_dict",
+    "host/profiles.py:HostProfile.to_dict",
+    "host/nets.py:end_system_state_count",
+    "planning/axes.py:axis_values",
+    "planning/sweep.py:SweepResult.to_dict",
+    "planning/whatif.py:WhatIf.to_dict",
+}
+SOLVE_NET = json.loads((ROOT / "examples" / "cycle.json").read_text())
+COMPUTING = [
+    ("GET", "/bottleneck-rate", {"params": QUERY}),
+    (
+        "POST",
+        "/bottleneck-rate",
+        {
+            "json": {
+                "workload": {"cpu_tasks": 2, "io_tasks": 1},
+                "transfer": {"file_size_bytes": 500_000_000, "propagation_delay_s": 0.1},
+                "include_curve": True,
+                "include_service_time": True,
+            }
+        },
+    ),
+    ("POST", "/workloads/service-time", {"json": {"workload": {"cpu_tasks": 2, "io_tasks": 1}}}),
+    ("POST", "/queues/nic", {"json": NIC}),
+    (
+        "POST",
+        "/transfer-time",
+        {
+            "json": {
+                "file_size_bytes": 500_000_000,
+                "propagation_delay_s": 0.1,
+                "send_rates_bps": [2e8, 1e9],
+                "loss_model": {"kind": "constant", "loss": 0.01},
+            }
+        },
+    ),
+    ("POST", "/srn/solve", {"json": {"net": SOLVE_NET}}),
+    (
+        "POST",
+        "/sweeps",
+        {"json": {"inputs": {**QUERY, "cpu_tasks": "0..2", "io_tasks": [0, 1]}}},
+    ),
+    ("POST", "/what-if", {"json": {"inputs": QUERY, "max_buffer_packets": 128}}),
+    ("GET", "/plots/transfer-time", {"params": QUERY}),
+    ("GET", "/plots/loss", {"params": QUERY}),
+    ("GET", "/plots/service-time-cdf", {"params": {"cpu_tasks": 2, "io_tasks": 1}}),
+    ("GET", "/plots/bottleneck-rate-grid", {"params": {"cpu_tasks": "0..2", "io_tasks": "0,1"}}),
+    ("GET", "/plots/sweep", {"params": {"cpu_tasks": 2, "io_tasks": "0..2", "cores": "1,2"}}),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "request_kwargs"), COMPUTING, ids=[f"{m} {p}" for m, p, _ in COMPUTING]
+)
+def test_no_endpoint_runs_model_code_on_the_event_loop(
+    method: str, path: str, request_kwargs: dict[str, Any]
+) -> None:
+    """Issue #13 item 5, for every computing endpoint: a profiler on the event loop's
+    thread (``sys.setprofile`` is per thread) records each library function entered from
+    outside the libraries.  Only input checks, size estimates and serialisation may be
+    among them; a solve, a search or a curve must run in a compute thread or a worker."""
+    entered: set[str] = set()
+    depth = 0
+
+    def watch(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal depth
+        filename = frame.f_code.co_filename
+        if not filename.startswith((*LIBRARIES, PLANNING)):
+            return
+        if event == "call":
+            if depth == 0:
+                relative = Path(filename).relative_to(ROOT).as_posix()
+                entered.add(f"{relative}:{frame.f_code.co_qualname}")
+            depth += 1
+        elif event == "return":
+            depth -= 1
+
+    async def scenario() -> httpx.Response:
+        application = create_app(Settings(**SETTINGS, probe_enabled=False))
+        async with application.router.lifespan_context(application):
+            transport = httpx.ASGITransport(app=application)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+                sys.setprofile(watch)
+                try:
+                    return await client.request(method, path, **request_kwargs)
+                finally:
+                    sys.setprofile(None)
+
+    response = asyncio.run(scenario())
+    assert response.status_code == 200, response.text
+    assert entered <= ALLOWED_ON_LOOP, sorted(entered - ALLOWED_ON_LOOP)
 
 
 def test_compute_threads_see_the_request_context_and_close_at_shutdown() -> None:

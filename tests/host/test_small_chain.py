@@ -18,7 +18,7 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from host import (
@@ -78,6 +78,13 @@ def numpy_path(w: Workload, p: HostProfile) -> InterruptServiceTime:
         return result
 
 
+def assert_compiled_path_taken(w: Workload, p: HostProfile) -> None:
+    """The shape has a compiled solve, and it answers (passes its reversibility checks)."""
+    small = _shape.SHAPES.get(w.io_tasks, w.disks, DEFAULT_LIMITS).small_chain
+    assert small is not None
+    assert small.solve(net_parameters(w, p)) is not None
+
+
 def assert_same_distribution(fast: InterruptServiceTime, slow: InterruptServiceTime) -> None:
     """Occupancy, phase-type pair, quantiles and CDF as the NumPy path gives them."""
     assert fast.method == slow.method == "spectral"
@@ -94,19 +101,28 @@ def assert_same_distribution(fast: InterruptServiceTime, slow: InterruptServiceT
         "io_throughput_per_s",
     ):
         np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=1e-12, atol=absolute)
+    # pi = exp(log pi - log sum): the logs agree to rounding, which exp turns into a
+    # relative error of |log pi| * eps (1e-13 at pi = 1e-300).
     np.testing.assert_allclose(
-        a.io_at_processor_distribution, b.io_at_processor_distribution, rtol=1e-9, atol=1e-15
+        a.io_at_processor_distribution, b.io_at_processor_distribution, rtol=1e-12, atol=1e-300
     )
-    np.testing.assert_allclose(fast.absorption.alpha, slow.absorption.alpha, rtol=1e-9, atol=1e-15)
-    # T's rates are the shape's edge rates in both; its diagonal sums them in another order.
+    np.testing.assert_allclose(
+        fast.absorption.alpha, slow.absorption.alpha, rtol=1e-12, atol=1e-300
+    )
+    # T's rates are the shape's edge rates in both, its diagonal summed in the same order.
     np.testing.assert_array_equal(fast.absorption.T.indices, slow.absorption.T.indices)
-    np.testing.assert_allclose(fast.absorption.T.data, slow.absorption.T.data, rtol=4e-16)
+    np.testing.assert_array_equal(fast.absorption.T.data, slow.absorption.T.data)
     # The expansion in exponentials is accurate to its a-posteriori bound (S(0) = 1 and
-    # the solved mean), which stiff chains raise above rounding: both bounds allowed.
-    bound = 1e-10 + 10 * (fast.absorption.error_bound + slow.absorption.error_bound)
+    # the solved mean), which stiff chains raise above rounding.  The NumPy path's bound
+    # sets the tolerance; the compiled path's own bound must be as small, so a wrong
+    # spectrum cannot widen its own allowance.
+    bound = 1e-10 + 10 * slow.absorption.error_bound
+    assert fast.absorption.error_bound <= bound
     for level, q in slow.quantiles_s.items():
         np.testing.assert_allclose(fast.quantiles_s[level], q, rtol=bound)
-    np.testing.assert_allclose(fast.cdf, slow.cdf, rtol=bound, atol=bound)
+    # On the same times (each path builds its grid from its own quantiles).
+    times = np.concatenate([slow.times_s, 2 * slow.times_s[-1:]])
+    np.testing.assert_allclose(fast.cdf_at(times), slow.cdf_at(times), rtol=bound, atol=bound)
 
 
 @pytest.mark.parametrize(
@@ -121,8 +137,8 @@ def assert_same_distribution(fast: InterruptServiceTime, slow: InterruptServiceT
     ],
 )
 def test_paper_rates_agree_with_the_numpy_path_and_the_exact_chain(w: Workload) -> None:
+    assert_compiled_path_taken(w, SX280)
     fast = interrupt_service_time(w, SX280)
-    assert _shape.SHAPES.get(w.io_tasks, w.disks, DEFAULT_LIMITS).small_chain is not None
     slow = numpy_path(w, SX280)
     np.testing.assert_allclose(fast.mean_s, slow.mean_s, rtol=1e-12)
     np.testing.assert_allclose(fast.variance_s2, slow.variance_s2, rtol=1e-12)
@@ -145,6 +161,10 @@ def log_uniform(low: float, high: float) -> st.SearchStrategy[float]:
     cores=st.integers(1, 64),
     mu=st.tuples(*[log_uniform(1e-3, 1e9)] * 3),
 )
+# T's diagonal summed in another order than the NumPy path's: 4.4e-16 apart (review).
+@example(
+    io=9, disks=3, cpu=699, cores=40, mu=(583573687.7604833, 7846.568836198704, 630981285.6475183)
+)
 def test_stiff_rates_keep_full_accuracy(
     io: int, disks: int, cpu: int, cores: int, mu: tuple[float, float, float]
 ) -> None:
@@ -153,6 +173,7 @@ def test_stiff_rates_keep_full_accuracy(
     NumPy path's."""
     w = Workload(cpu, io, cores=cores, disks=disks)
     p = SX280.replace(mu_io_cpu=mu[0], mu_disk=mu[1], mu_net=mu[2])
+    assert_compiled_path_taken(w, p)
     fast = interrupt_service_time(w, p)
     mean, variance = exact_moments(w, p)
     np.testing.assert_allclose(fast.mean_s, mean, rtol=1e-13)
