@@ -19,8 +19,10 @@ processes of its own widens itself back to the process's CPUs first
 (:func:`on_process_cpus`).
 
 Linux only (``sched_setaffinity``); elsewhere, and when the process may run on one CPU
-only, nothing is pinned.  Several server processes on one host (``--workers``) should
+only, nothing is pinned.  Several server processes on one host (``--workers``) must
 not pin: each would pin to the CPU it happened to be on, and two could pick the same.
+The service does not pin when it finds it is one of several
+(:func:`app.multiprocess_metrics.one_of_several_servers`) unless told to.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from prometheus_client import multiprocess
 
-__all__ = ["mark_worker_dead", "metrics_directory"]
+__all__ = ["mark_worker_dead", "metrics_directory", "one_of_several_servers"]
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -50,6 +50,17 @@ def _server_key() -> tuple[str, bool]:
     parent = multiprocessing.parent_process()
     pid = parent.pid if parent is not None and parent.pid is not None else os.getpid()
     return f"{pid}-{_start_time(pid)}", parent is not None
+
+
+def one_of_several_servers() -> bool:
+    """Whether this process is one of several server processes on this host.
+
+    True in a worker of ``uvicorn --workers N`` (``blastrate serve --workers N``), which
+    uvicorn starts with multiprocessing's *spawn*, and wherever ``PROMETHEUS_MULTIPROC_DIR``
+    is set, as a deployment under gunicorn or another process manager sets it for its
+    metrics.
+    """
+    return multiprocessing.parent_process() is not None or bool(os.environ.get(ENV))
 
 
 def _alive(key: str) -> bool:

@@ -191,8 +191,9 @@ class Settings(BaseSettings):
         description="Pin the event loop and the compute threads to the CPU the loop runs "
         "on at start-up (Linux): each hand-over to a compute thread is then a same-CPU "
         "wake-up, not an inter-processor one (about 0.2 ms off an uncached GET "
-        "/bottleneck-rate on a 2-vCPU VM).  Worker processes keep every CPU.  Turn it "
-        "off when several server processes share the host.",
+        "/bottleneck-rate on a 2-vCPU VM).  Worker processes keep every CPU.  Unless set "
+        "explicitly, off in a process that is one of several servers (a uvicorn worker, or "
+        "PROMETHEUS_MULTIPROC_DIR set).",
     )
     inprocess_max_method_states: int = Field(
         default=256,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from starlette.responses import Response
 from .cache import CachedBody, QueryIndex, ResultCache, cache_key, etag_matches
 from .colocation import LoopCpu, pin_loop_thread, pin_this_thread
 from .compute_threads import ComputeThreads
+from .multiprocess_metrics import one_of_several_servers
 from .observability import Metrics
 from .pool import SolvePool
 from .problems import ProblemError
@@ -24,6 +26,8 @@ from .settings import Settings
 __all__ = ["ServiceState", "encode", "respond", "service"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("blastrate.colocation")
 
 
 @dataclass
@@ -123,6 +127,11 @@ class ServiceState:
         (:func:`app.colocation.pin_loop_thread`).  Compute threads made before the pin
         are let go (they end when idle); new ones are made pinned."""
         if not self.settings.compute_on_loop_cpu or self.loop_cpu is not None:
+            return
+        if "compute_on_loop_cpu" not in self.settings.model_fields_set and one_of_several_servers():
+            # Each server process would pin its loop to the CPU it started on, and two
+            # could pick the same one; only an explicit setting pins them.
+            log.info("event loop not pinned: one of several server processes")
             return
         self.loop_cpu = pin_loop_thread()
         if self.loop_cpu is not None and self._compute_threads is not None:

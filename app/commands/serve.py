@@ -42,10 +42,6 @@ def serve(host: str, port: int, workers: int, log_level: str | None) -> None:
     if log_level is not None:
         # The app reads its settings from the environment (in every uvicorn worker).
         os.environ["BLASTRATE_LOG_LEVEL"] = log_level
-    if workers > 1:
-        # Each worker would pin its event loop to the CPU it started on, and two could pick
-        # the same one (app.colocation); an explicit setting still wins.
-        os.environ.setdefault("BLASTRATE_COMPUTE_ON_LOOP_CPU", "false")
     level = os.environ.get("BLASTRATE_LOG_LEVEL", "info").lower()
     uvicorn.run(
         "app.main:app",

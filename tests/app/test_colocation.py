@@ -8,9 +8,11 @@ processes -- does.  They need Linux and at least two CPUs.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -112,3 +114,25 @@ def test_the_setting_turns_the_pin_off(make_client: Callable[..., TestClient]) -
     assert r.status_code == 200
     assert state.loop_cpu is None
     assert all(c == everything for c in compute_thread_cpus(state))
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+@pytest.mark.parametrize("how", ["uvicorn workers", "process manager"])
+def test_one_of_several_servers_does_not_pin_unless_told(
+    make_client: Callable[..., TestClient],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    how: str,
+    explicit: bool,
+) -> None:
+    # Each server process would pin its loop to the CPU it started on, and two could
+    # pick the same one.  uvicorn --workers spawns its workers (they have a parent
+    # process); gunicorn-style deployments set PROMETHEUS_MULTIPROC_DIR.
+    if how == "uvicorn workers":
+        monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
+    else:
+        monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    overrides = {"compute_on_loop_cpu": True} if explicit else {}
+    client = make_client(metrics_multiprocess="off", **overrides)
+    state: ServiceState = client.app.state.service  # type: ignore[attr-defined]
+    assert (state.loop_cpu is not None) == explicit

@@ -232,7 +232,11 @@ def test_no_endpoint_runs_model_code_on_the_event_loop(
             depth -= 1
 
     async def scenario() -> httpx.Response:
-        application = create_app(Settings(**SETTINGS, probe_enabled=False))
+        # The lifespan would pin this (the main) thread to one CPU for the rest of the
+        # session: the pin is app.colocation's business, not this test's.
+        application = create_app(
+            Settings(**SETTINGS, probe_enabled=False, compute_on_loop_cpu=False)
+        )
         async with application.router.lifespan_context(application):
             transport = httpx.ASGITransport(app=application)
             async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:

@@ -78,26 +78,3 @@ def test_serve_on_the_port_given(unused_port: int) -> None:
             server.kill()
             server.wait()
     assert server.returncode == 0
-
-
-@pytest.mark.parametrize(("workers", "pinned"), [(1, None), (2, "false")])
-def test_several_workers_do_not_pin_their_event_loops(
-    monkeypatch: pytest.MonkeyPatch, workers: int, pinned: str | None
-) -> None:
-    # app.colocation: each worker would pin its loop to the CPU it started on.
-    import uvicorn
-    from click.testing import CliRunner
-
-    from app.commands.serve import serve
-
-    monkeypatch.delenv("BLASTRATE_COMPUTE_ON_LOOP_CPU", raising=False)
-    seen: dict[str, object] = {}
-    monkeypatch.setattr(
-        uvicorn,
-        "run",
-        lambda *a, **k: seen.update(k, pin=os.environ.get("BLASTRATE_COMPUTE_ON_LOOP_CPU")),
-    )
-    result = CliRunner().invoke(serve, ["--workers", str(workers)])
-    assert result.exit_code == 0, result.output
-    assert seen["workers"] == workers and seen["pin"] == pinned
-    monkeypatch.delenv("BLASTRATE_COMPUTE_ON_LOOP_CPU", raising=False)
