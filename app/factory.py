@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import math
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -136,11 +137,11 @@ def _validation_problem(exc: RequestValidationError) -> ProblemError:
                     # A query string's number arrives as text; pydantic has parsed it.
                     actual = _number_or_none(value)
                 break
-        errors.append(
-            FieldProblem(
-                _location(error.get("loc", ())), str(error.get("msg")), limit, allowed, actual
-            )
-        )
+        reason = str(error.get("msg"))
+        if actual is not None and math.isnan(actual):
+            # NaN fails every bound, so pydantic reports the first: not the reason.
+            reason, limit, allowed, actual = "Input should be a number, not NaN", None, None, None
+        errors.append(FieldProblem(_location(error.get("loc", ())), reason, limit, allowed, actual))
     fields = ", ".join(e.field for e in errors[:5])
     if any(e.get("type") == "json_invalid" for e in exc.errors()):
         # Not a schema mismatch: the body is not JSON at all (400, not 422).

@@ -71,11 +71,18 @@ def latest_probe(state: ServiceState, field: str = "workload") -> HostProbe:
     return probe
 
 
-def live_workload(probe: HostProbe, cores: int | None, disks: int | None) -> dict[str, int]:
-    """The workload of the method from a probe; ``cores``/``disks`` override it."""
+def live_workload(
+    probe: HostProbe,
+    cpu_tasks: int | None = None,
+    io_tasks: int | None = None,
+    cores: int | None = None,
+    disks: int | None = None,
+) -> dict[str, int]:
+    """The workload of the method from a probe; each value given overrides the probe's
+    (as every field of the query does), so none is silently dropped."""
     return {
-        "cpu_tasks": int(probe.cpu_tasks.value),
-        "io_tasks": int(probe.io_tasks.value),
+        "cpu_tasks": int(probe.cpu_tasks.value) if cpu_tasks is None else cpu_tasks,
+        "io_tasks": int(probe.io_tasks.value) if io_tasks is None else io_tasks,
         "cores": int(probe.cores.value) if cores is None else cores,
         "disks": int(probe.disks.value) if disks is None else disks,
     }

@@ -205,14 +205,16 @@ class BottleneckQuery(BaseModel):
         default=None,
         ge=0,
         le=MAX_TASKS,
-        description="C, CPU-bound tasks (required unless `workload=live`).",
+        description="C, CPU-bound tasks (required unless `workload=live`; given, it overrides "
+        "the probe).",
         examples=[2],
     )
     io_tasks: int | None = Field(
         default=None,
         ge=0,
         le=MAX_TASKS,
-        description="I, I/O-bound tasks (required unless `workload=live`).",
+        description="I, I/O-bound tasks (required unless `workload=live`; given, it overrides "
+        "the probe).",
         examples=[1],
     )
     workload: Literal["given", "live"] = Field(

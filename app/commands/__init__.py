@@ -33,9 +33,10 @@ Conventions every command follows (the helpers live in :mod:`app.commands.common
   ====  ========================================================================
   0     success
   1     unexpected internal error
-  2     usage error or invalid input (a bad option, an unreadable file, a value)
+  2     usage error or invalid input (a bad option, an unreadable file, a value,
+        a value past a fixed bound of the model such as ``--cores 999``)
   3     the model has no answer (the transfer never completes, a chain that is
-        not ergodic, a limit reached)
+        not ergodic, a limit that an option or a setting raises)
   4     the server is unreachable, timed out or busy
   5     the server answered with an unexpected error
   130   interrupted (Ctrl-C)
@@ -185,8 +186,9 @@ class BlastrateGroup(click.Group):
 @click.group(
     cls=BlastrateGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Exit status: 0 ok, 2 bad input, 3 no answer (model or limit), 4 server "
-    "unreachable, 5 server error, 1 internal error, 130 interrupted.",
+    epilog="Exit status: 0 ok, 2 bad input (a fixed bound included), 3 no answer (the model, "
+    "or a limit you can raise), 4 server unreachable, 5 server error, 1 internal error, "
+    "130 interrupted, 141 stdout closed.",
 )
 @click.version_option(
     __version__, "-V", "--version", prog_name="blastrate", message="%(prog)s %(version)s"

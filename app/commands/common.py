@@ -13,6 +13,7 @@ whose suffix picks the format (:func:`resolve_format`).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,6 +29,7 @@ __all__ = [
     "EXIT_SERVER",
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
+    "FINITE",
     "LIMIT_OPTIONS",
     "OPTION_OF",
     "CliError",
@@ -38,6 +40,7 @@ __all__ = [
     "resolve_format",
     "seconds_text",
     "si_text",
+    "stdout_console",
     "write_output",
 ]
 
@@ -86,6 +89,23 @@ LIMIT_OPTIONS = {
     "solve_timeout_s": "--timeout",
     "solve_seconds": "--timeout",
 }
+
+
+class FiniteFloat(click.ParamType):
+    """A float option that refuses NaN and infinities (Python's ``float`` takes ``nan``,
+    which no bound catches with the right reason and JSON cannot carry to a server)."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"must be a finite number, got {value!r}", param, ctx)
+        return number
+
+
+#: The parameter type of every float option.
+FINITE = FiniteFloat()
 
 
 class CliError(click.ClickException):
@@ -170,11 +190,16 @@ def error_from_problem(
     first = errors[0]
     reason = str(first.get("reason") or body.get("detail") or "")
     limit = first.get("limit")
-    if limit:
-        hint = limit_hint(limit, local=local, raise_with=first.get("raise_with"))
+    hint = limit_hint(limit, local=local, raise_with=first.get("raise_with")) if limit else ""
+    if hint:
+        # A limit on the work that an option or a setting raises: name that.
         option = LIMIT_OPTIONS.get(limit, limit) if local else limit
         detail = str(body.get("detail") or reason)
-        return CliError(f"{option}: {detail}" + (f"; {hint}" if hint else ""), exit_status)
+        return CliError(f"{option}: {detail}; {hint}", exit_status)
+    if limit:
+        # A fixed bound of an input (the model's domain, or the server's schema: maximum,
+        # minimum): bad input, named by its option, whichever side found it.
+        exit_status = EXIT_USAGE
     where = str(first.get("field", ""))
     name = where.split(".", 1)[-1] if where.startswith(("query.", "body.", "path.")) else where
     leaf = name.rsplit(".", 1)[-1]
@@ -191,6 +216,17 @@ def json_option(function: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print the full JSON answer.")(
         function
     )
+
+
+def stdout_console() -> Any:
+    """A rich console on stdout for tables: the terminal's width on a terminal; when
+    piped, as wide as the table needs, so no cell is cut short (rich assumes 80
+    columns otherwise, and truncates names with an ellipsis)."""
+    import sys
+
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=10_000)
 
 
 def si_text(value: float, unit: str) -> str:

@@ -12,13 +12,13 @@ from typing import Any
 
 import click
 
+from .common import stdout_console
 from .service_client import CommandError, call_service, print_json
 
 __all__ = ["probe"]
 
 
 def _show(body: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table("", "value", "source", title=f"probe over {body['window_s']:.3g} s")
@@ -33,7 +33,7 @@ def _show(body: dict[str, Any]) -> None:
                 "" if shown is None else f"{shown:g}" if isinstance(shown, float) else str(shown),
                 note,
             )
-    console = Console()
+    console = stdout_console()
     console.print(table)
     for task in body.get("tasks", []):
         console.print(

@@ -33,6 +33,8 @@ from host.calibration import (
 )
 from transport import HEADER_BYTES, DatagramCodec
 
+from .common import stdout_console
+
 __all__ = ["calibrate", "receive_path"]
 
 
@@ -244,7 +246,7 @@ def calibrate(
     _spread_row(table, "mu_disk", "1/s", io.mu_disk)
     _spread_row(table, "sender rate", "Mbps", net.sender_rate_bps, 1e6)
     _spread_row(table, "full wake-ups", "share", net.full_fraction)
-    Console().print(table)
+    stdout_console().print(table)
     click.echo(
         f"K = {k} datagrams of {HEADER_BYTES + payload} bytes; N = {batch}; I/O via {io.method}"
     )

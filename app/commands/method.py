@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .common import EXIT_MODEL, CliError
+from .common import EXIT_MODEL, FINITE, CliError
 from .local import DEFAULT_LOCAL_TIMEOUT_S, Reporter, library_errors, run_local
 from .remote import DEFAULT_SERVER_TIMEOUT_S, request, server_option
 
@@ -62,9 +62,9 @@ _METHOD_OPTIONS: list[Callable[[Any], Any]] = [
         help="One-way propagation delay: seconds, or 100ms, 250us...",
     ),
     click.option("--profile", default="sx280-2007", show_default=True, help="Host profile."),
-    click.option("--mu-io-cpu", type=float, metavar="PER_S", help="Override: 1/s."),
-    click.option("--mu-disk", type=float, metavar="PER_S", help="Override: 1/s."),
-    click.option("--mu-net", type=float, metavar="PER_S", help="Override: 1/s."),
+    click.option("--mu-io-cpu", type=FINITE, metavar="PER_S", help="Override: 1/s."),
+    click.option("--mu-disk", type=FINITE, metavar="PER_S", help="Override: 1/s."),
+    click.option("--mu-net", type=FINITE, metavar="PER_S", help="Override: 1/s."),
     click.option("--buffer-packets", type=int, metavar="K", help="Override: NIC buffer (packets)."),
     click.option(
         "--coalesce-packets", type=int, metavar="N", help="Override: coalescing (packets)."

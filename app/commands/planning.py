@@ -26,6 +26,7 @@ from planning.whatif import DEFAULT_MAX_BUFFER_PACKETS, what_if
 
 from ..capacity import parse_inputs
 from ..units import QuantityError
+from .common import FINITE, stdout_console
 
 __all__ = ["curve_plot_option", "sweep", "what_if_command", "write_curve_plot"]
 
@@ -161,7 +162,7 @@ def _mbps(bps: float | None) -> str:
 )
 @click.option("--server", default=None, help="Ask a running service (POST /sweeps).")
 @click.option(
-    "--timeout", type=float, default=3600.0, show_default=True, help="Seconds before giving up."
+    "--timeout", type=FINITE, default=3600.0, show_default=True, help="Seconds before giving up."
 )
 def sweep(**kwargs: Any) -> None:
     """Evaluate the effective bottleneck rate over the product of ranges of inputs.
@@ -257,7 +258,7 @@ def _sweep(
         content = render(sweep_figure(records, x, series=series, y=y), fmt)  # type: ignore[arg-type]
         Path(plot).write_bytes(content)
     if not (as_json or as_csv) or output:
-        console = Console()
+        console = stdout_console()
         table = Table(title=f"{result['points']} points ({result['failed']} without an answer)")
         swept = list(result["axes"]) or ["cpu_tasks", "io_tasks"]
         for name in swept:
@@ -298,7 +299,7 @@ def _sweep(
 @click.option("--server", default=None, help="Ask a running service (POST /what-if).")
 @click.option(
     "--timeout",
-    type=float,
+    type=FINITE,
     default=600.0,
     show_default=True,
     help="Seconds before giving up (with --server).",
@@ -344,7 +345,7 @@ def _what_if(
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    console = Console()
+    console = stdout_console()
     b = result["baseline"]
     console.print(
         f"now: {_mbps(b['effective_bottleneck_rate_bps'])} Mbit/s, "

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from .common import FINITE, stdout_console
 from .service_client import EXIT_INTERNAL, CommandError, call_service, print_json
 
 __all__ = ["profiles"]
@@ -63,7 +64,6 @@ def _entry_dict(entry: Any) -> dict[str, Any]:
 
 
 def _table(rows: list[dict[str, Any]]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(
@@ -81,12 +81,17 @@ def _table(rows: list[dict[str, Any]]) -> None:
             f"{p['line_rate_bps']:g}",
             str(p["packet_payload_bytes"]),
         )
-    Console().print(table)
+    stdout_console().print(table)
 
 
-@click.group()
-def profiles() -> None:
-    """Host profiles: the built-in ones (read-only) and the stored ones."""
+@click.group(invoke_without_command=True)
+@click.pass_context
+def profiles(ctx: click.Context) -> None:
+    """Host profiles: the built-in ones (read-only) and the stored ones.
+
+    Without a subcommand, lists them, as `profiles list` does."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(list_profiles, as_json=False, server=None)
 
 
 @profiles.command("list")
@@ -145,9 +150,9 @@ def _read_json_file(path: str) -> dict[str, Any]:
     "--from-json", "from_json", metavar="FILE", help="JSON object of the fields ('-': stdin)."
 )
 @click.option("--base", metavar="PROFILE", help="Start from this profile's values.")
-@click.option("--mu-io-cpu", type=float, help="I/O task processor-to-disk rate (1/s).")
-@click.option("--mu-disk", type=float, help="Disk service rate (1/s).")
-@click.option("--mu-net", type=float, help="Interrupt service rate alone on a core (1/s).")
+@click.option("--mu-io-cpu", type=FINITE, help="I/O task processor-to-disk rate (1/s).")
+@click.option("--mu-disk", type=FINITE, help="Disk service rate (1/s).")
+@click.option("--mu-net", type=FINITE, help="Interrupt service rate alone on a core (1/s).")
 @click.option("--buffer-packets", type=int, help="NIC buffer K (packets).")
 @click.option("--coalesce-packets", type=int, help="Interrupt coalescing N (packets).")
 @click.option("--line-rate", help="Line rate: bit/s, or 1Gbps, 950Mbps.")

@@ -29,7 +29,7 @@ def rate_summary(body: dict[str, Any]) -> str:
         ),
         ("loss probability", f"{body['loss_probability']:.3e}"),
         ("rounds", str(body["rounds"])),
-        ("interrupt service rate", f"{body['interrupt_service_rate_per_s']:,.1f} /s"),
+        ("interrupt service rate", _per_second(body["interrupt_service_rate_per_s"])),
         (
             "workload",
             f"C={w['cpu_tasks']} I={w['io_tasks']} cores={w['cores']} disks={w['disks']}",
@@ -58,3 +58,9 @@ def rate(as_json: bool, **args: Any) -> None:
     """
     body = bottleneck(args, {"curve_points": 200}, "computing the bottleneck rate")
     write_output(json_text(body) if as_json else rate_summary(body), None)
+
+
+def _per_second(rate: float) -> str:
+    """A rate in 1/s: grouped digits from 100 up, else three significant digits (a
+    rate of 1e-6 /s printed as "0.0 /s")."""
+    return f"{rate:,.1f} /s" if rate >= 100 else f"{rate:.3g} /s"

@@ -36,6 +36,8 @@ from transport import (
     send_file,
 )
 
+from .common import stdout_console
+
 __all__ = ["receive", "send"]
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_MODEL, EXIT_UNREACHABLE, EXIT_SERVER = 0, 1, 2, 3, 4, 5
@@ -243,7 +245,7 @@ def send(
             f"{r.loss:.4f}",
             f"{r.achieved_rate_bps / 1e6:.1f}",
         )
-    Console().print(table)
+    stdout_console().print(table)
     target = "unpaced" if rate_bps is None else f"{rate_bps / 1e6:.1f} Mbps ({source})"
     click.echo(
         f"rate {target}; sha256 {report.sha256} {'verified' if report.digest_ok else 'MISMATCH'}"

@@ -234,7 +234,7 @@ async def get_bottleneck_rate(request: Request) -> Response:
         workload: dict[str, Any]
         if q.workload == "live":
             probe = latest_probe(state, field="query.workload")
-            workload = dict(live_workload(probe, q.cores, q.disks))
+            workload = live_workload(probe, q.cpu_tasks, q.io_tasks, q.cores, q.disks)
             nic = live_host_overrides(probe)
             extra = {"workload_source": "live", "probe": probe.to_dict()}
         else:

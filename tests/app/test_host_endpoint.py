@@ -85,6 +85,14 @@ def test_live_parameters_override_the_probe(live_client: TestClient) -> None:
     ).json()
     assert body["inputs"]["workload"] == {"cpu_tasks": 3, "io_tasks": 1, "cores": 1, "disks": 1}
     assert body["inputs"]["host"]["buffer_packets"] == 64
+    # C and I too: a value the client sent is never dropped (it was, in favour of the
+    # probe's, while cores was applied).
+    body = live_client.get(
+        "/bottleneck-rate",
+        params={**QUERY, "workload": "live", "cpu_tasks": 7, "io_tasks": 5, "cores": 3},
+    ).json()
+    assert body["inputs"]["workload"] == {"cpu_tasks": 7, "io_tasks": 5, "cores": 3, "disks": 1}
+    assert body["probe"]["workload"]["cpu_tasks"]["value"] == 3
 
 
 def test_live_answers_are_not_filed_in_the_query_index(live_client: TestClient) -> None:

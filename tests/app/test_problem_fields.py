@@ -152,3 +152,16 @@ def test_a_failure_inside_the_model_names_no_field_it_was_not_sent(client: TestC
     body = _check(client, {**query, "coalesce_packets": "100"})
     assert body is not None
     assert [e["field"] for e in body["errors"]] == ["query.coalesce_packets"]
+
+
+@pytest.mark.parametrize("spelling", ["nan", "NaN", "-nan"])
+def test_nan_is_refused_for_what_it_is(client: TestClient, spelling: str) -> None:
+    # NaN fails every bound, and the reason was the first bound's ("should be less than
+    # or equal to 1000000000000"), with that bound as the limit.
+    query = {"cpu_tasks": "2", "io_tasks": "1", "file_size": "500MB", "propagation_delay": "1s"}
+    body = _check(client, {**query, "mu_net": spelling})
+    assert body is not None
+    (error,) = body["errors"]
+    assert error["field"] == "query.mu_net"
+    assert error["reason"] == "Input should be a number, not NaN"
+    assert "limit" not in error or error["limit"] is None

@@ -6,9 +6,16 @@ import json
 
 import pytest
 from cli_support import RATE, invoke
+from fastapi.testclient import TestClient
 
 import transport
-from app.commands.common import EXIT_MODEL, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
+from app.commands.common import (
+    EXIT_MODEL,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    error_from_problem,
+)
 from host import Workload
 
 
@@ -44,6 +51,13 @@ def test_rate_json_is_the_library_answer() -> None:
         (["--cores", "x"], "--cores"),
         (["--nic-service", "magic"], "--nic-service"),
         (["--timeout", "0"], "--timeout"),
+        # Fixed bounds of the model's domain: bad input (exit 2, as from a server), named
+        # by the option, not by the limit (it was "max_cores: ...", exit 3).
+        (["--cores", "999"], "--cores"),
+        (["-I", "1001"], "--io-tasks"),
+        # Python's float takes these; no bound gives the right reason.
+        (["--mu-net", "nan"], "--mu-net"),
+        (["--mu-disk", "inf"], "--mu-disk"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(extra: list[str], option: str) -> None:
@@ -93,3 +107,29 @@ def test_version() -> None:
     result = invoke("--version")
     assert result.exit_code == EXIT_OK
     assert result.stdout.startswith("blastrate ")
+
+
+@pytest.mark.parametrize(
+    ("workload", "option"),
+    [
+        ({"cpu_tasks": 2, "io_tasks": 1, "cores": 999}, "--cores"),
+        ({"cpu_tasks": 2, "io_tasks": 1, "cores": 0}, "--cores"),
+        ({"cpu_tasks": 2, "io_tasks": 1001}, "--io-tasks"),
+    ],
+)
+def test_a_servers_schema_bound_names_the_option(
+    client: TestClient, workload: dict[str, int], option: str
+) -> None:
+    # With --server the same bad input came back as "maximum: 1 invalid field(s): ...":
+    # the schema keyword taken for a limit to raise.  It is the option, exit 2, as locally.
+    response = client.post(
+        "/bottleneck-rate",
+        json={
+            "workload": workload,
+            "transfer": {"file_size_bytes": 500_000_000, "propagation_delay_s": 0.1},
+        },
+    )
+    assert response.status_code == 422
+    error = error_from_problem(response.json(), 422, local=False)
+    assert error.exit_code == EXIT_USAGE
+    assert error.message.startswith(f"{option}: Input should be")

@@ -100,3 +100,15 @@ def test_unreachable_server_exits_4(cli: Any) -> None:
     result = cli("list", "--server", f"http://127.0.0.1:{port}")
     assert result.exit_code == 4
     assert result.output.startswith("blastrate: error: --server:")
+
+
+def test_profiles_alone_lists_and_a_piped_table_is_whole(cli: Any) -> None:
+    # README: `blastrate profiles` lists the profiles (it printed usage, exit 2).  Piped
+    # (CliRunner's stdout is not a terminal) rich assumed 80 columns and cut names short.
+    name = "a-lab-receiver-with-a-long-descriptive-name"
+    assert cli("put", name, "--base", "sx280-2007", "--mu-net", "83200").exit_code == 0
+    listed = cli()
+    assert listed.exit_code == 0, listed.output
+    assert name in listed.output and "built-in" in listed.output
+    assert "…" not in listed.output
+    assert cli("list").output == listed.output
