@@ -1,5 +1,6 @@
 """What one (I, d) shares across calls: the compiled nets, their reachability graphs,
-index maps and the edge-rate evaluators, held in a bounded LRU.
+index maps, the edge-rate evaluators and, for small chains, the compiled solve
+(:class:`SmallChain`), held in a bounded LRU.
 
 Every rate of the end-system nets is a parameter, so none of this depends on the
 profile, C or m; a call with a cached shape only re-evaluates rates and solves.
@@ -11,7 +12,7 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.linalg as la
@@ -21,7 +22,7 @@ from numpy.typing import NDArray
 
 from srn import CompiledNet, Limits, ReachabilityGraph, compile_net
 
-from ._small_chain import SmallChain
+from ._small_chain import solve_small_chain
 from .nets import NET_PARAMETERS, build_nets
 
 __all__ = [
@@ -33,6 +34,8 @@ __all__ = [
     "EdgeRates",
     "Shape",
     "ShapeCache",
+    "SmallChain",
+    "SmallChainSolution",
 ]
 
 # Dense LAPACK on the phase-type generator up to this many transient states; beyond it
@@ -229,6 +232,133 @@ def direct_rates(
         ):
             return None
     return rates_a, rates_b
+
+
+class SmallChainSolution(NamedTuple):
+    """What one compiled solve returns (rates in 1/s, times in s).
+
+    ``io_at_processor``, ``busy_disks`` and ``busy_cores`` are steady-state means of
+    Fig. 1a; ``io_distribution`` is P(i = k), k = 0..I.  ``alpha``, ``inner`` and
+    ``out_rate`` describe the tagged chain's T as :class:`host._spectral.
+    SpectralDistribution` takes them; ``left``, ``right`` and ``S`` are the
+    symmetrised form :class:`host._spectral.Spectrum` takes.  ``second`` is E[X^2].
+    """
+
+    residual: float
+    io_at_processor: float
+    busy_disks: float
+    busy_cores: float
+    io_distribution: NDArray[np.float64]
+    alpha: NDArray[np.float64]
+    inner: NDArray[np.float64]
+    out_rate: NDArray[np.float64]
+    left: NDArray[np.float64]
+    right: NDArray[np.float64]
+    S: NDArray[np.float64]
+    mean: float
+    second: float
+
+
+def _rate_data(rates: EdgeRates) -> tuple[Any, ...]:
+    """What the kernel's ``_edge_rates`` takes of an :class:`EdgeRates`, in its order."""
+    return (
+        rates.n_edges,
+        rates.to_disk.astype(np.intp),
+        rates.done.astype(np.intp),
+        rates.interrupt.astype(np.intp),
+        *(
+            np.ascontiguousarray(x, dtype=np.float64)
+            for x in (
+                rates.io_in,
+                rates.present_in,
+                rates.ties_in,
+                rates.ties_out,
+                rates.present_interrupt,
+            )
+        ),
+    )
+
+
+class SmallChain:
+    """One compiled solve of both chains of a small :class:`Shape`
+    (:func:`host._small_chain.solve_small_chain`).
+
+    Build it with :meth:`of`, which returns None for a shape it does not cover.  It holds
+    the shape's index arrays in the kernel's argument order (plain arrays: no compiled
+    nets), so each call passes them without further work.
+    """
+
+    def __init__(self, arguments: tuple[Any, ...]) -> None:
+        self.arguments = arguments
+
+    @classmethod
+    def of(cls, shape: Shape, small: int, tolerance: float) -> SmallChain | None:
+        """The compiled solve of ``shape``, or None unless both chains have at most
+        ``small`` states, have direct edge rates and pair every edge with its reverse.
+
+        ``tolerance`` is the relative tolerance of the detailed-balance check.
+        """
+        a, b = shape.balance_a, shape.balance_b
+        if (
+            shape.rates_a is None
+            or shape.rates_b is None
+            or a.reverse is None
+            or b.reverse is None
+            or a.n > small
+            or b.n > small
+        ):
+            return None
+        inverse_a = a.factor if isinstance(a.factor, np.ndarray) else np.zeros((0, 0))
+        inverse_b = b.factor if isinstance(b.factor, np.ndarray) else np.zeros((0, 0))
+        if (a.n > 1 and inverse_a.shape != (a.n - 1, a.n - 1)) or (
+            b.n > 1 and inverse_b.shape != (b.n - 1, b.n - 1)
+        ):
+            return None
+        return cls(
+            (
+                float(shape.disks),
+                float(tolerance),
+                *_rate_data(shape.rates_a),
+                shape.a_moving,
+                shape.a_src,
+                shape.a_dst,
+                a.reverse.astype(np.intp),
+                np.ascontiguousarray(inverse_a, dtype=np.float64),
+                np.ascontiguousarray(shape.io_at_cpu, dtype=np.float64),
+                np.ascontiguousarray(shape.busy_disks, dtype=np.float64),
+                *_rate_data(shape.rates_b),
+                shape.b_from_a,
+                shape.b_inner,
+                shape.b_exit,
+                shape.b_exit_row,
+                shape.b_rows,
+                shape.b_cols,
+                b.reverse.astype(np.intp),
+                np.ascontiguousarray(inverse_b, dtype=np.float64),
+            )
+        )
+
+    def solve(self, values: Mapping[str, float]) -> SmallChainSolution | None:
+        """Both chains at these parameter values (:func:`host.nets.net_parameters`),
+        or None if either fails its reversibility check.
+
+        Parameters
+        ----------
+        values : mapping
+            ``cpu_tasks``, ``cores``, and the rates ``mu_io_cpu``, ``mu_disk``,
+            ``mu_net`` (1/s).
+        """
+        params = np.array(
+            [
+                values["cpu_tasks"],
+                values["cores"],
+                values["mu_io_cpu"],
+                values["mu_disk"],
+                values["mu_net"],
+            ]
+        )
+        ok, *rest = solve_small_chain(params, *self.arguments)
+        return SmallChainSolution(*rest) if ok else None
 
 
 class Shape:

@@ -1,10 +1,10 @@
-"""Both end-system chains of a small shape solved in one compiled call.
+"""Compiled kernels that solve both end-system chains of a small shape in one call.
 
 For paper-sized workloads (a handful of states) the NumPy solution of
 :func:`host.interrupt_service_time` is some forty array operations on vectors of two to
 ten entries, and their call overhead is nearly all of its cost, ahead of the model's
-arithmetic by two orders of magnitude.  :class:`SmallChain` runs the same steps as one
-Numba function:
+arithmetic by two orders of magnitude.  :func:`solve_small_chain` runs the same steps as
+one Numba function:
 
 1. the edge rates of both nets (the formulas of :class:`host._shape.EdgeRates`, in its
    order of operations, so the same doubles);
@@ -16,54 +16,21 @@ Numba function:
    detailed-balance weights (checked), the mean and second moment from two solves with
    ``-T``, and the symmetrised ``S`` that the eigen-decomposition needs on demand.
 
-It applies to shapes whose chains both have at most :data:`host._shape.SMALL` states and
-whose direct edge rates passed their check against the engine (:attr:`Shape.small_chain`
-is None otherwise).  A chain that fails a reversibility check returns None, and the
-caller takes the NumPy path, which hands it to the engine.  Sums run in index order and
-the matrix-vector products are plain loops, so results may differ from the NumPy path's
-in the last bits (tested to 1e-12 relative).
+:class:`host._shape.SmallChain` holds a shape's arrays in the kernel's argument order
+and calls it.  The kernels know arrays only, nothing of shapes.  Sums run in index
+order and the matrix-vector products are plain loops, so results may differ from the
+NumPy path's in the last bits (tested to 1e-12 relative).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-if TYPE_CHECKING:
-    from ._shape import EdgeRates, Shape
-
-__all__ = ["SmallChain", "SmallChainSolution"]
-
-_EMPTY_MATRIX = np.zeros((0, 0))
-
-
-class SmallChainSolution(NamedTuple):
-    """What one compiled solve returns (rates in 1/s, times in s).
-
-    ``io_at_processor``, ``busy_disks`` and ``busy_cores`` are steady-state means of
-    Fig. 1a; ``io_distribution`` is P(i = k), k = 0..I.  ``alpha``, ``inner`` and
-    ``out_rate`` describe the tagged chain's T as :class:`host._spectral.
-    SpectralDistribution` takes them; ``left``, ``right`` and ``S`` are the
-    symmetrised form :class:`host._spectral.Spectrum` takes.  ``second`` is E[X^2].
-    """
-
-    residual: float
-    io_at_processor: float
-    busy_disks: float
-    busy_cores: float
-    io_distribution: NDArray[np.float64]
-    alpha: NDArray[np.float64]
-    inner: NDArray[np.float64]
-    out_rate: NDArray[np.float64]
-    left: NDArray[np.float64]
-    right: NDArray[np.float64]
-    S: NDArray[np.float64]
-    mean: float
-    second: float
+__all__ = ["solve_small_chain"]
 
 
 @njit(cache=True, nogil=True)
@@ -136,7 +103,7 @@ def _log_weights(
 
 
 @njit(cache=True, nogil=True)
-def _solve(
+def solve_small_chain(
     params: NDArray[np.float64],
     disks: float,
     tolerance: float,
@@ -309,103 +276,3 @@ def _solve_factored(factors: NDArray[np.float64], b: NDArray[np.float64]) -> NDA
             total += factors[k, j] * x[j]
         x[k] = total / factors[k, k]
     return x
-
-
-def _rate_data(rates: EdgeRates) -> tuple[Any, ...]:
-    return (
-        rates.n_edges,
-        rates.to_disk.astype(np.intp),
-        rates.done.astype(np.intp),
-        rates.interrupt.astype(np.intp),
-        *(
-            np.ascontiguousarray(x, dtype=np.float64)
-            for x in (
-                rates.io_in,
-                rates.present_in,
-                rates.ties_in,
-                rates.ties_out,
-                rates.present_interrupt,
-            )
-        ),
-    )
-
-
-class SmallChain:
-    """One compiled solve of both chains of a small :class:`~host._shape.Shape`.
-
-    Build it with :meth:`of`, which returns None for a shape it does not cover.  It holds
-    the shape's index arrays in the compiled function's argument order (plain arrays:
-    no compiled nets), so each call passes them without further work.
-    """
-
-    def __init__(self, arguments: tuple[Any, ...]) -> None:
-        self.arguments = arguments
-
-    @classmethod
-    def of(cls, shape: Shape, small: int, tolerance: float) -> SmallChain | None:
-        """The compiled solve of ``shape``, or None unless both chains have at most
-        ``small`` states, have direct edge rates and pair every edge with its reverse.
-
-        ``tolerance`` is the relative tolerance of the detailed-balance check.
-        """
-        a, b = shape.balance_a, shape.balance_b
-        if (
-            shape.rates_a is None
-            or shape.rates_b is None
-            or a.reverse is None
-            or b.reverse is None
-            or a.n > small
-            or b.n > small
-        ):
-            return None
-        inverse_a = a.factor if isinstance(a.factor, np.ndarray) else _EMPTY_MATRIX
-        inverse_b = b.factor if isinstance(b.factor, np.ndarray) else _EMPTY_MATRIX
-        if (a.n > 1 and inverse_a.shape != (a.n - 1, a.n - 1)) or (
-            b.n > 1 and inverse_b.shape != (b.n - 1, b.n - 1)
-        ):
-            return None
-        return cls(
-            (
-                float(shape.disks),
-                float(tolerance),
-                *_rate_data(shape.rates_a),
-                shape.a_moving,
-                shape.a_src,
-                shape.a_dst,
-                a.reverse.astype(np.intp),
-                np.ascontiguousarray(inverse_a, dtype=np.float64),
-                np.ascontiguousarray(shape.io_at_cpu, dtype=np.float64),
-                np.ascontiguousarray(shape.busy_disks, dtype=np.float64),
-                *_rate_data(shape.rates_b),
-                shape.b_from_a,
-                shape.b_inner,
-                shape.b_exit,
-                shape.b_exit_row,
-                shape.b_rows,
-                shape.b_cols,
-                b.reverse.astype(np.intp),
-                np.ascontiguousarray(inverse_b, dtype=np.float64),
-            )
-        )
-
-    def solve(self, values: Mapping[str, float]) -> SmallChainSolution | None:
-        """Both chains at these parameter values (:func:`host.nets.net_parameters`),
-        or None if either fails its reversibility check.
-
-        Parameters
-        ----------
-        values : mapping
-            ``cpu_tasks``, ``cores``, and the rates ``mu_io_cpu``, ``mu_disk``,
-            ``mu_net`` (1/s).
-        """
-        params = np.array(
-            [
-                values["cpu_tasks"],
-                values["cores"],
-                values["mu_io_cpu"],
-                values["mu_disk"],
-                values["mu_net"],
-            ]
-        )
-        ok, *rest = _solve(params, *self.arguments)
-        return SmallChainSolution(*rest) if ok else None

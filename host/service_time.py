@@ -381,42 +381,63 @@ def interrupt_service_time(
     shape = SHAPES.get(workload.io_tasks, workload.disks, limits)
     values = net_parameters(workload, host)
     small = None if shape.small_chain is None else shape.small_chain.solve(values)
-    if small is not None:
-        # Paper-sized chains: both steps below in one compiled call.
-        mean, variance = small.mean, small.second - small.mean * small.mean
-        spectrum = Spectrum(small.left, small.right, mean, dense=small.S)
-        return InterruptServiceTime(
-            workload=workload,
-            profile=host,
-            mean_s=mean,
-            variance_s2=variance,
-            rate_per_s=1.0 / mean,
-            occupancy=_occupancy_of(
-                small.io_at_processor,
-                small.busy_disks,
-                small.busy_cores,
-                small.io_distribution,
-                workload,
-                host,
-            ),
-            n_states=shape.n_states,
-            n_transient_states=len(small.alpha),
-            _distribution=SpectralDistribution(
-                shape,
-                spectrum,
-                mean,
-                variance,
-                grid,
-                levels,
-                points,
-                small.alpha,
-                small.inner,
-                small.out_rate,
-            ),
-            method="spectral",
-            steady_state_residual=small.residual,
+    distribution: AbsorptionTime | SpectralDistribution
+    if small is None:
+        occupancy, distribution, method, residual = _general_solution(
+            shape, values, workload, host, grid, levels, points
         )
+        mean, variance = distribution.mean, distribution.variance
+    else:
+        # Paper-sized chains: both steps of _general_solution in one compiled call.
+        mean, variance = small.mean, small.second - small.mean * small.mean
+        occupancy = _occupancy_of(
+            small.io_at_processor,
+            small.busy_disks,
+            small.busy_cores,
+            small.io_distribution,
+            workload,
+            host,
+        )
+        spectrum = Spectrum(small.left, small.right, mean, dense=small.S)
+        distribution = SpectralDistribution(
+            shape,
+            spectrum,
+            mean,
+            variance,
+            grid,
+            levels,
+            points,
+            small.alpha,
+            small.inner,
+            small.out_rate,
+        )
+        method, residual = "spectral", small.residual
+    return InterruptServiceTime(
+        workload=workload,
+        profile=host,
+        mean_s=mean,
+        variance_s2=variance,
+        rate_per_s=1.0 / mean,
+        occupancy=occupancy,
+        n_states=shape.n_states,
+        n_transient_states=len(shape.transient),
+        _distribution=distribution,
+        method=method,
+        steady_state_residual=residual,
+    )
 
+
+def _general_solution(
+    shape: Shape,
+    values: dict[str, float],
+    workload: Workload,
+    host: HostProfile,
+    grid: NDArray[np.float64] | None,
+    levels: NDArray[np.float64],
+    points: int,
+) -> tuple[EndSystemOccupancy, AbsorptionTime | SpectralDistribution, str, float]:
+    """Steps 1 and 2 with NumPy and, where a check fails, the engine: the occupancy,
+    the distribution, the method's name and the steady state's residual."""
     # Step 1: the steady state of Fig. 1a.
     graph_a = shape.graph_a.with_parameters(values)
     rates_a = None if shape.rates_a is None else shape.rates_a(values)
@@ -448,36 +469,21 @@ def interrupt_service_time(
     if log_w is not None:
         log_alpha = log_pi[shape.b_from_a]
         spectral = spectral_solution(shape, inner, out_rate, exit_rates, alpha, log_alpha, log_w)
-    distribution: AbsorptionTime | SpectralDistribution
     if spectral is None:
         graph_b = tagged_graph()
-        distribution = time_to_absorption(
+        absorption = time_to_absorption(
             graph_b.generator(),
             graph_b.initial_distribution,
             times=grid,
             quantiles=tuple(levels),
             grid_points=points,
         )
-        mean, variance = distribution.mean, distribution.variance
-        method = "uniformization"
-    else:
-        spectrum, mean, variance, method = spectral
-        distribution = SpectralDistribution(
-            shape, spectrum, mean, variance, grid, levels, points, alpha, inner, out_rate
-        )
-    return InterruptServiceTime(
-        workload=workload,
-        profile=host,
-        mean_s=mean,
-        variance_s2=variance,
-        rate_per_s=1.0 / mean,
-        occupancy=occupancy,
-        n_states=shape.n_states,
-        n_transient_states=nt,
-        _distribution=distribution,
-        method=method,
-        steady_state_residual=residual,
+        return occupancy, absorption, "uniformization", residual
+    spectrum, mean, variance, method = spectral
+    distribution = SpectralDistribution(
+        shape, spectrum, mean, variance, grid, levels, points, alpha, inner, out_rate
     )
+    return occupancy, distribution, method, residual
 
 
 def _occupancy(

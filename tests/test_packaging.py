@@ -9,6 +9,7 @@ own metadata (:mod:`importlib.metadata`), which is what pip resolved from these 
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from importlib import metadata
@@ -89,14 +90,20 @@ def imported_modules(roots: tuple[str, ...]) -> set[str]:
     return names
 
 
+@functools.cache
+def provided_modules() -> dict[str, set[str]]:
+    """Canonical distribution name -> the top-level modules it installs (one scan of
+    every installed distribution, shared by the tests)."""
+    modules: dict[str, set[str]] = {}
+    for module, owners in metadata.packages_distributions().items():
+        for owner in owners:
+            modules.setdefault(canonical(owner), set()).add(module)
+    return modules
+
+
 def import_names(distribution: str) -> set[str]:
     """The top-level modules an installed distribution provides."""
-    provided = metadata.packages_distributions()
-    return {
-        module
-        for module, owners in provided.items()
-        if canonical(distribution) in {canonical(o) for o in owners}
-    }
+    return provided_modules().get(canonical(distribution), set())
 
 
 def test_every_runtime_dependency_is_imported() -> None:

@@ -16,9 +16,12 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = [
     "EXIT_INTERNAL",
@@ -218,7 +221,7 @@ def json_option(function: F) -> F:
     )
 
 
-def stdout_console() -> Any:
+def stdout_console() -> Console:
     """A rich console on stdout for tables: the terminal's width on a terminal; when
     piped, as wide as the table needs, so no cell is cut short (rich assumes 80
     columns otherwise, and truncates names with an ellipsis)."""

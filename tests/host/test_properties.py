@@ -19,14 +19,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rate_strategies import log_uniform
 
 from host import HostProfile, Workload, interrupt_service_time
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def log_uniform(lo: float, hi: float) -> st.SearchStrategy[float]:
-    return st.floats(np.log10(lo), np.log10(hi)).map(lambda x: float(10.0**x))
 
 
 @st.composite

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from rate_strategies import log_uniform
 
 from host import (
     HostProfile,
@@ -147,10 +148,6 @@ def test_paper_rates_agree_with_the_numpy_path_and_the_exact_chain(w: Workload) 
     mean, variance = exact_moments(w, SX280)
     np.testing.assert_allclose(fast.mean_s, mean, rtol=1e-13)
     np.testing.assert_allclose(fast.variance_s2, variance, rtol=1e-13)
-
-
-def log_uniform(low: float, high: float) -> st.SearchStrategy[float]:
-    return st.floats(np.log10(low), np.log10(high)).map(lambda e: float(10.0**e))
 
 
 @settings(max_examples=60, deadline=None)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rate_strategies import log_uniform
 
 from host import (
     DEFAULT_PROFILE,
@@ -283,10 +284,6 @@ def test_shape_cache_is_bounded() -> None:
     assert len(cache) == 3
     cache.get(90, 2, DEFAULT_LIMITS)  # 2116 states: alone over the state budget
     assert len(cache) == 1
-
-
-def log_uniform(lo: float, hi: float) -> st.SearchStrategy[float]:
-    return st.floats(np.log10(lo), np.log10(hi)).map(lambda x: float(10.0**x))
 
 
 @settings(max_examples=60, deadline=None)
