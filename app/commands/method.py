@@ -13,11 +13,18 @@ from typing import Any, TypeVar
 
 import click
 
-from .common import EXIT_MODEL, FINITE, CliError
+from .common import EXIT_MODEL, EXIT_USAGE, FINITE, CliError
 from .local import DEFAULT_LOCAL_TIMEOUT_S, Reporter, library_errors, run_local
 from .remote import DEFAULT_SERVER_TIMEOUT_S, request, server_option
 
-__all__ = ["MethodArgs", "bottleneck", "max_states_option", "method_options", "timeout_option"]
+__all__ = [
+    "MethodArgs",
+    "bottleneck",
+    "max_states_option",
+    "method_options",
+    "refuse_remote_max_states",
+    "timeout_option",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,8 +50,19 @@ def max_states_option(function: F) -> F:
         type=click.IntRange(min=1),
         metavar="N",
         help="Largest Markov chain (tangible states) to build locally "
-        "(default: BLASTRATE_MAX_STATES, or 200000).",
+        "(default: BLASTRATE_MAX_STATES, or 200000; a --server applies its own).",
     )(function)
+
+
+def refuse_remote_max_states(max_states: int | None, server: str | None) -> None:
+    """Refuse ``--max-states`` with ``--server``: it bounds a local run, and a server
+    applies its own ``BLASTRATE_MAX_STATES``, so it would be dropped without a word."""
+    if max_states is not None and server:
+        raise CliError(
+            "--max-states: bounds a local computation only; the server applies its own "
+            "BLASTRATE_MAX_STATES (drop --max-states, or --server)",
+            EXIT_USAGE,
+        )
 
 
 _METHOD_OPTIONS: list[Callable[[Any], Any]] = [
@@ -132,6 +150,7 @@ def bottleneck(args: MethodArgs, options: dict[str, Any], label: str) -> dict[st
     label : str
         What the progress spinner says.
     """
+    refuse_remote_max_states(args["max_states"], args["server"])
     with library_errors():
         workload, host, transfer = _inputs(args)
     if args["server"]:

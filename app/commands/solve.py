@@ -12,7 +12,7 @@ import click
 
 from .common import EXIT_USAGE, CliError, json_option, json_text, write_output
 from .local import DEFAULT_LOCAL_TIMEOUT_S, Reporter, run_local
-from .method import max_states_option, timeout_option
+from .method import max_states_option, refuse_remote_max_states, timeout_option
 from .remote import DEFAULT_SERVER_TIMEOUT_S, request, server_option
 
 __all__ = ["read_net_request", "solve", "solve_summary"]
@@ -129,6 +129,7 @@ def solve(
 
     from app.schemas import SrnSolveRequest
 
+    refuse_remote_max_states(max_states, server)
     raw = read_net_request(net, analysis, times)
     if server:
         body = request(server, "POST", "/srn/solve", timeout or DEFAULT_SERVER_TIMEOUT_S, json=raw)

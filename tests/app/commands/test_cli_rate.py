@@ -133,3 +133,11 @@ def test_a_servers_schema_bound_names_the_option(
     error = error_from_problem(response.json(), 422, local=False)
     assert error.exit_code == EXIT_USAGE
     assert error.message.startswith(f"{option}: Input should be")
+
+
+def test_max_states_with_a_server_is_refused_not_dropped(unused_port: int) -> None:
+    # It bounds a local run only; with --server it was ignored without a word.
+    url = f"http://127.0.0.1:{unused_port}"
+    result = invoke("rate", *RATE, "--server", url, "--max-states", "10")
+    assert result.exit_code == EXIT_USAGE
+    assert result.stderr.startswith("blastrate: error: --max-states: bounds a local")
