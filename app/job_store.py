@@ -25,6 +25,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from host.store import open_engine
+
 __all__ = ["ACTIVE", "FINISHED", "JobRecord", "JobStore", "QueueFull", "default_database_url"]
 
 #: Statuses of a job that still has work to do.
@@ -131,14 +133,7 @@ class JobStore:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        kwargs: dict[str, Any] = {}
-        if url.startswith("sqlite"):
-            # The service's threads share the connection pool.
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
-            if url in ("sqlite://", "sqlite:///:memory:"):
-                # An in-memory database exists once per connection: keep exactly one.
-                kwargs["poolclass"] = sa.pool.StaticPool
-        self.engine = sa.create_engine(url, **kwargs)
+        self.engine = open_engine(url)
         if url.startswith("sqlite"):
 
             @sa.event.listens_for(self.engine, "connect")

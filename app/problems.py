@@ -63,185 +63,182 @@ class ProblemType:
     cli_exit: int
 
 
-PROBLEM_TYPES: dict[str, ProblemType] = {
-    p.slug: p
-    for p in (
-        ProblemType(
-            "validation-error",
-            422,
-            "The request does not match the API schema",
-            "A parameter or body field is missing, has the wrong type or is out of the "
-            "documented range. Each entry of `errors` names the field.",
-            2,
-        ),
-        ProblemType(
-            "invalid-parameter",
-            422,
-            "A parameter is outside what the model accepts",
-            "The request is well-formed, but a value is out of the model's domain (for "
-            "example a NIC buffer smaller than the coalescing batch, or an unknown unit).",
-            2,
-        ),
-        ProblemType(
-            "invalid-model",
-            422,
-            "The stochastic reward net is not valid",
-            "A place, transition, arc or expression of the posted net is malformed, names "
-            "an unknown symbol, or gives an invalid value at a reachable marking.",
-            2,
-        ),
-        ProblemType(
-            "unsolvable-model",
-            422,
-            "The model has no answer of the requested kind",
-            "For example a chain that is not ergodic (no unique steady state), absorption "
-            "that is not certain, or a loop of vanishing markings.",
-            3,
-        ),
-        ProblemType(
-            "never-completes",
-            422,
-            "The transfer never completes",
-            "The loss probability is 1 or more at every sending rate: no rate lets the "
-            "transfer finish.",
-            3,
-        ),
-        ProblemType(
-            "limit-exceeded",
-            422,
-            "A service limit was reached",
-            "The model or the request needs more than a configured limit allows: states, "
-            "expression length, solve wall time, rates per request... The `errors` entry "
-            "names the limit, the value allowed, the actual value and, in `raise_with`, "
-            "the setting that raises it.",
-            3,
-        ),
-        ProblemType(
-            "malformed-json",
-            400,
-            "The request body is not valid JSON",
-            "The body could not be parsed as JSON (a syntax error, or bytes that are not "
-            "UTF-8); the `errors` entry gives the position when known.",
-            2,
-        ),
-        ProblemType(
-            "body-too-large",
-            413,
-            "The request body is too large",
-            "The body exceeds the `max_body_bytes` limit.",
-            2,
-        ),
-        ProblemType(
-            "unsupported-media-type",
-            415,
-            "Unsupported media type",
-            "Request bodies must be JSON, sent with `Content-Type: application/json`.",
-            2,
-        ),
-        ProblemType(
-            "not-found",
-            404,
-            "Not found",
-            "No such resource: an unknown path or an unknown profile name.",
-            2,
-        ),
-        ProblemType(
-            "method-not-allowed",
-            405,
-            "Method not allowed",
-            "The path exists but not with this method; the `Allow` header lists those it accepts.",
-            2,
-        ),
-        ProblemType(
-            "too-many-requests",
-            429,
-            "Too many large solves are waiting",
-            "Every solver worker is busy and the wait queue is full; retry after the "
-            "number of seconds in `Retry-After`.",
-            4,
-        ),
-        ProblemType(
-            "storage-unavailable",
-            503,
-            "The job database is unavailable",
-            "The service cannot reach its job database right now; retry after "
-            "`Retry-After` seconds.",
-            5,
-        ),
-        ProblemType(
-            "not-ready",
-            503,
-            "The service is still starting",
-            "The default nets are being compiled; `GET /readyz` turns 200 when they are.",
-            4,
-        ),
-        ProblemType(
-            "solver-not-converged",
-            500,
-            "No steady-state solver converged",
-            "The model is valid, but no route of the steady-state cascade (direct and "
-            "iterative) reached the residual target within its time and memory budgets.  The "
-            "`detail` lists every route tried and the best residual reached.  This is a "
-            "limitation of the server's solver, not an error in the request.",
-            1,
-        ),
-        ProblemType(
-            "service-unavailable",
-            503,
-            "The server could not finish the solve",
-            "A fault on the server's side, not in the request: a solver process died (killed "
-            "by the operating system, for instance), or the server is shutting down.  The "
-            "same request may succeed; retry after the number of seconds in `Retry-After`.",
-            5,
-        ),
-        ProblemType(
-            "profile-read-only",
-            409,
-            "Built-in profiles cannot be changed",
-            "The built-in host profiles (the paper's figures) are read-only; store your "
-            "values under another name.",
-            2,
-        ),
-        ProblemType(
-            "probe-disabled",
-            404,
-            "The live probe is disabled",
-            "This service does not probe its host (setting `probe_enabled` is false), so it "
-            "has no live workload to report or compute from.",
-            2,
-        ),
-        ProblemType(
-            "probe-unavailable",
-            503,
-            "No live probe of this host",
-            "The live probe has not finished its first sampling window yet (retry after "
-            "`Retry-After` seconds), or it failed.",
-            4,
-        ),
-        ProblemType(
-            "storage-unavailable",
-            503,
-            "The profile database is unavailable",
-            "The database of stored host profiles could not be read or written; retry "
-            "after `Retry-After` seconds.",
-            5,
-        ),
-        ProblemType(
-            "internal-error",
-            500,
-            "Internal error",
-            "An unexpected failure, logged with the request id. Please report it.",
-            1,
-        ),
-        ProblemType(
-            "http-error",
-            400,
-            "Bad request",
-            "A request the HTTP layer could not accept.",
-            2,
-        ),
-    )
-}
+def _by_slug(*types: ProblemType) -> dict[str, ProblemType]:
+    # A repeated slug would silently replace the first entry's title and meaning.
+    table = {p.slug: p for p in types}
+    if len(table) != len(types):
+        raise ValueError("two problem types share a slug")
+    return table
+
+
+PROBLEM_TYPES: dict[str, ProblemType] = _by_slug(
+    ProblemType(
+        "validation-error",
+        422,
+        "The request does not match the API schema",
+        "A parameter or body field is missing, has the wrong type or is out of the "
+        "documented range. Each entry of `errors` names the field.",
+        2,
+    ),
+    ProblemType(
+        "invalid-parameter",
+        422,
+        "A parameter is outside what the model accepts",
+        "The request is well-formed, but a value is out of the model's domain (for "
+        "example a NIC buffer smaller than the coalescing batch, or an unknown unit).",
+        2,
+    ),
+    ProblemType(
+        "invalid-model",
+        422,
+        "The stochastic reward net is not valid",
+        "A place, transition, arc or expression of the posted net is malformed, names "
+        "an unknown symbol, or gives an invalid value at a reachable marking.",
+        2,
+    ),
+    ProblemType(
+        "unsolvable-model",
+        422,
+        "The model has no answer of the requested kind",
+        "For example a chain that is not ergodic (no unique steady state), absorption "
+        "that is not certain, or a loop of vanishing markings.",
+        3,
+    ),
+    ProblemType(
+        "never-completes",
+        422,
+        "The transfer never completes",
+        "The loss probability is 1 or more at every sending rate: no rate lets the "
+        "transfer finish.",
+        3,
+    ),
+    ProblemType(
+        "limit-exceeded",
+        422,
+        "A service limit was reached",
+        "The model or the request needs more than a configured limit allows: states, "
+        "expression length, solve wall time, rates per request... The `errors` entry "
+        "names the limit, the value allowed, the actual value and, in `raise_with`, "
+        "the setting that raises it.",
+        3,
+    ),
+    ProblemType(
+        "malformed-json",
+        400,
+        "The request body is not valid JSON",
+        "The body could not be parsed as JSON (a syntax error, or bytes that are not "
+        "UTF-8); the `errors` entry gives the position when known.",
+        2,
+    ),
+    ProblemType(
+        "body-too-large",
+        413,
+        "The request body is too large",
+        "The body exceeds the `max_body_bytes` limit.",
+        2,
+    ),
+    ProblemType(
+        "unsupported-media-type",
+        415,
+        "Unsupported media type",
+        "Request bodies must be JSON, sent with `Content-Type: application/json`.",
+        2,
+    ),
+    ProblemType(
+        "not-found",
+        404,
+        "Not found",
+        "No such resource: an unknown path or an unknown profile name.",
+        2,
+    ),
+    ProblemType(
+        "method-not-allowed",
+        405,
+        "Method not allowed",
+        "The path exists but not with this method; the `Allow` header lists those it accepts.",
+        2,
+    ),
+    ProblemType(
+        "too-many-requests",
+        429,
+        "Too many large solves are waiting",
+        "Every solver worker is busy and the wait queue is full; retry after the "
+        "number of seconds in `Retry-After`.",
+        4,
+    ),
+    ProblemType(
+        "storage-unavailable",
+        503,
+        "A database of the service is unavailable",
+        "The job database or the database of stored host profiles could not be read "
+        "or written (`detail` says which); retry after `Retry-After` seconds.",
+        5,
+    ),
+    ProblemType(
+        "not-ready",
+        503,
+        "The service is still starting",
+        "The default nets are being compiled; `GET /readyz` turns 200 when they are.",
+        4,
+    ),
+    ProblemType(
+        "solver-not-converged",
+        500,
+        "No steady-state solver converged",
+        "The model is valid, but no route of the steady-state cascade (direct and "
+        "iterative) reached the residual target within its time and memory budgets.  The "
+        "`detail` lists every route tried and the best residual reached.  This is a "
+        "limitation of the server's solver, not an error in the request.",
+        1,
+    ),
+    ProblemType(
+        "service-unavailable",
+        503,
+        "The server could not finish the solve",
+        "A fault on the server's side, not in the request: a solver process died (killed "
+        "by the operating system, for instance), or the server is shutting down.  The "
+        "same request may succeed; retry after the number of seconds in `Retry-After`.",
+        5,
+    ),
+    ProblemType(
+        "profile-read-only",
+        409,
+        "Built-in profiles cannot be changed",
+        "The built-in host profiles (the paper's figures) are read-only; store your "
+        "values under another name.",
+        2,
+    ),
+    ProblemType(
+        "probe-disabled",
+        404,
+        "The live probe is disabled",
+        "This service does not probe its host (setting `probe_enabled` is false), so it "
+        "has no live workload to report or compute from.",
+        2,
+    ),
+    ProblemType(
+        "probe-unavailable",
+        503,
+        "No live probe of this host",
+        "The live probe has not finished its first sampling window yet (retry after "
+        "`Retry-After` seconds), or it failed.",
+        4,
+    ),
+    ProblemType(
+        "internal-error",
+        500,
+        "Internal error",
+        "An unexpected failure, logged with the request id. Please report it.",
+        1,
+    ),
+    ProblemType(
+        "http-error",
+        400,
+        "Bad request",
+        "A request the HTTP layer could not accept.",
+        2,
+    ),
+)
 
 
 def limit_setting(limit: str | None) -> str | None:

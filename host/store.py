@@ -59,7 +59,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import QueuePool
 
 from .errors import WorkloadError
 from .profiles import HOST_PROFILES, HostProfile
@@ -72,6 +72,7 @@ __all__ = [
     "StoredProfile",
     "database_url",
     "default_store",
+    "open_engine",
 ]
 
 #: Environment variable that points every store at another database.
@@ -105,6 +106,45 @@ def database_url(url: str | None = None) -> str:
     folder = Path(platformdirs.user_data_dir("blastrate"))
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / 'blastrate.db'}"
+
+
+#: Longest wait, in seconds, for SQLite's write lock or for the one connection of an
+#: in-memory database.
+SQLITE_WAIT_S = 30.0
+
+
+def open_engine(url: str) -> Engine:
+    """An SQLAlchemy engine for ``url`` that the threads of one process may share.
+
+    Parameters
+    ----------
+    url : str
+        SQLAlchemy database URL.
+
+    Returns
+    -------
+    sqlalchemy.Engine
+        For SQLite, a writer waits up to :data:`SQLITE_WAIT_S` seconds for another
+        writer.  An in-memory SQLite database (``sqlite://``) lives in a single
+        connection, so its pool holds exactly that one and lends it to one thread at a
+        time; a thread that waits longer than :data:`SQLITE_WAIT_S` seconds gets
+        :class:`sqlalchemy.exc.TimeoutError`.
+
+    Notes
+    -----
+    Why not ``StaticPool``, the usual advice for in-memory SQLite: it lends its one
+    connection to every thread at once, and Python's ``sqlite3`` module does not
+    serialise two threads on one connection.  Two transactions then interleave, which
+    raises ``OperationalError`` at best and crashes the interpreter at worst.
+    """
+    if not url.startswith("sqlite"):
+        return create_engine(url)
+    options: dict[str, Any] = {
+        "connect_args": {"check_same_thread": False, "timeout": SQLITE_WAIT_S}
+    }
+    if url in ("sqlite://", "sqlite:///:memory:"):
+        options.update(poolclass=QueuePool, pool_size=1, max_overflow=0, pool_timeout=SQLITE_WAIT_S)
+    return create_engine(url, **options)
 
 
 class _Base(DeclarativeBase):
@@ -200,16 +240,8 @@ class ProfileStore:
     def _db(self) -> Engine:
         with self._lock:
             if self._engine is None:
-                url = self.url
-                options: dict[str, Any] = {}
-                if url.startswith("sqlite"):
-                    # Threads share the pool; a writer waits up to 30 s for another.
-                    options["connect_args"] = {"check_same_thread": False, "timeout": 30}
-                    if url in ("sqlite://", "sqlite:///:memory:"):
-                        # An in-memory database exists once per connection: keep one.
-                        options["poolclass"] = StaticPool
                 try:
-                    engine = create_engine(url, **options)
+                    engine = open_engine(self.url)
                     _Base.metadata.create_all(engine)
                 except SQLAlchemyError as exc:
                     raise ProfileStoreError(

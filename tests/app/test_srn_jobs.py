@@ -242,6 +242,8 @@ def test_unreachable_database_is_503(tmp_path: Path, problem_of: Any) -> None:
     with TestClient(create_app(Settings(**settings))) as client:
         body = problem_of(client.post("/srn/jobs", json={"net": QUEUE}), 503)
         assert body["type"] == "/problems/storage-unavailable"
+        # The problem type is shared with the profile database; the detail says which.
+        assert body["detail"].startswith("the job database is unavailable")
         assert client.get("/healthz").status_code == 200
 
 

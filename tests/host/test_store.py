@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,7 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from host import HOST_PROFILES, HostProfile, WorkloadError, host_profile
-from host.store import MAX_PROVENANCE_BYTES, ProfileStore, ProfileStoreError, database_url
+from host.store import (
+    MAX_PROVENANCE_BYTES,
+    ProfileStore,
+    ProfileStoreError,
+    database_url,
+    open_engine,
+)
 
 
 @pytest.fixture
@@ -22,6 +29,24 @@ def url(tmp_path: Path) -> str:
 
 def lab(name: str = "lab-1", **changes: float) -> HostProfile:
     return host_profile("sx280-2007").replace(name=name, **changes)
+
+
+def in_threads(work: Callable[[int], object], count: int) -> list[BaseException]:
+    """Run ``work(0) ... work(count - 1)`` in as many threads at once; what they raised."""
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            work(i)
+        except BaseException as exc:  # returned to the test, which asserts on it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
 
 
 def test_round_trip_keeps_every_value_and_provenance(url: str) -> None:
@@ -123,6 +148,47 @@ def test_in_memory_database_is_shared_by_threads() -> None:
     assert found == [41_600.0]
 
 
+def test_in_memory_database_takes_concurrent_writers() -> None:
+    # Four threads writing and reading at once.  With the one connection lent to every
+    # thread at the same time (StaticPool), this raised OperationalError or crashed the
+    # interpreter inside sqlite3; the CI fuzz run met it as a 503 from POST /srn/jobs.
+    store = ProfileStore("sqlite://")
+
+    def writer(k: int) -> None:
+        for i in range(60):
+            store.put(lab(f"t{k}-{i}", mu_net=1000.0 + i))
+            assert store.get(f"t{k}-{i}").mu_net == 1000.0 + i
+            store.list()
+
+    assert in_threads(writer, 4) == []
+    assert len(store.list()) == len(HOST_PROFILES) + 4 * 60
+
+
+def test_in_memory_connection_is_lent_to_one_thread_at_a_time() -> None:
+    engine = open_engine("sqlite://")
+    try:
+        with engine.connect() as first:
+            first.exec_driver_sql("CREATE TABLE t (x INTEGER)")
+            first.commit()
+            got: list[int] = []
+
+            def reader() -> None:
+                with engine.connect() as second:
+                    got.append(second.exec_driver_sql("SELECT count(*) FROM t").scalar_one())
+
+            waiter = threading.Thread(target=reader)
+            waiter.start()
+            waiter.join(timeout=0.3)
+            assert waiter.is_alive(), "a second thread got the connection while it was lent"
+            first.exec_driver_sql("INSERT INTO t VALUES (1)")
+            first.commit()
+        waiter.join(timeout=10)
+        # The same database, not a fresh empty one: the row the first thread wrote.
+        assert got == [1]
+    finally:
+        engine.dispose()
+
+
 def test_tests_never_use_the_user_database() -> None:
     # Set for the whole session by the repository's conftest.py.
     url = os.environ["BLASTRATE_DATABASE_URL"]
@@ -140,20 +206,7 @@ def test_url_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch, url: st
 def test_concurrent_puts_of_one_name_leave_one_row(url: str) -> None:
     store = ProfileStore(url)
     store.get("sx280-2007")
-    errors: list[BaseException] = []
-
-    def put(i: int) -> None:
-        try:
-            store.put(lab("shared", mu_net=40_000.0 + i))
-        except BaseException as exc:  # collected and asserted below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=put, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert in_threads(lambda i: store.put(lab("shared", mu_net=40_000.0 + i)), 8) == []
     names = [p.name for p in store.list()]
     assert names.count("shared") == 1
     assert 40_000.0 <= store.get("shared").mu_net <= 40_007.0
