@@ -160,10 +160,16 @@ class JobRunner:
         self._last_sweep = time.monotonic()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._context = worker_context()
+        # Written by the dispatcher thread only; read by others (pids) under the lock.
         self._running: dict[str, _Running] = {}
+        self._running_lock = threading.Lock()
         self._wake = threading.Event()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
+        # Guards the pipe's closing: a closed descriptor's number can be reused by any
+        # file the process opens next, so nobody may write to it after.
+        self._pipe_lock = threading.Lock()
+        self._pipe_open = True
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -181,39 +187,88 @@ class JobRunner:
     def notify(self) -> None:
         """Wake the dispatcher now (a job was queued or cancelled)."""
         self._wake.set()
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"!")
+        with self._pipe_lock, contextlib.suppress(OSError):
+            if self._pipe_open:
+                os.write(self._wake_w, b"!")
 
-    def close(self) -> None:
-        """Stop the dispatcher, kill running jobs and mark them interrupted (blocking)."""
+    def close(self, timeout_s: float = 10.0) -> bool:
+        """Stop the dispatcher, kill running jobs and mark them interrupted (blocking).
+
+        Parameters
+        ----------
+        timeout_s : float
+            Longest wait for the dispatcher (s).  It may be inside a database call that
+            waits for another process's write lock.
+
+        Returns
+        -------
+        bool
+            True if the runner has stopped.  False if the dispatcher is still inside a
+            database call after ``timeout_s``: it then stops by itself when the call
+            returns, interrupting its jobs and starting no new one, so the caller must
+            keep the store open.
+        """
         self._stop.set()
         self.notify()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-        for job_id, run in list(self._running.items()):
-            self._kill(run)
-            self.store.finish(
-                job_id,
-                "interrupted",
-                problem=_problem(
-                    "internal-error",
-                    "the service stopped while the job ran; submit it again",
-                    "job",
-                ),
-                progress=run.progress,
+        thread, self._thread = self._thread, None
+        if thread is None:
+            self._shut_down()  # never started: nothing else touches the jobs
+            return True
+        thread.join(timeout=timeout_s)
+        if thread.is_alive():
+            log.warning(
+                "job dispatcher still in a database call; it stops when the call returns",
+                extra={"timeout_s": timeout_s},
             )
-        self._running.clear()
-        for fd in (self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            self._thread = thread
+            return False
+        return True
+
+    @property
+    def stopped(self) -> bool:
+        """True once the dispatcher has ended (or before it starts)."""
+        return self._thread is None or not self._thread.is_alive()
 
     def pids(self) -> dict[str, int]:
         """Process id of each running job (by job id)."""
-        return {job_id: run.process.pid for job_id, run in self._running.items()}
+        with self._running_lock:
+            return {job_id: run.process.pid for job_id, run in self._running.items()}
+
+    def _shut_down(self) -> None:
+        """Kill the running jobs, mark them interrupted, close the wake pipe (last act)."""
+        for job_id, run in list(self._running.items()):
+            self._kill(run)
+            try:
+                self.store.finish(
+                    job_id,
+                    "interrupted",
+                    problem=_problem(
+                        "internal-error",
+                        "the service stopped while the job ran; submit it again",
+                        "job",
+                    ),
+                    progress=run.progress,
+                )
+            except Exception:  # the stale-job sweep of the next service marks it instead
+                log.exception("could not mark a job interrupted", extra={"job": job_id})
+        with self._running_lock:
+            self._running.clear()
+        with self._pipe_lock:
+            self._pipe_open = False
+            for fd in (self._wake_r, self._wake_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     # -- the dispatcher --------------------------------------------------------------------
     def _loop(self) -> None:
+        try:
+            self._dispatch()
+        finally:
+            # Here, not in close(): only this thread touches the running jobs, and it may
+            # outlive close()'s wait.
+            self._shut_down()
+
+    def _dispatch(self) -> None:
         while not self._stop.is_set():
             woken = self._wake.is_set()
             self._wake.clear()
@@ -244,6 +299,11 @@ class JobRunner:
             record = self.store.claim(self.owner)
             if record is None:
                 return
+            if self._stop.is_set():
+                # close() was called while the claim waited for the database: start
+                # nothing, and leave the job to the next service to start.
+                self.store.release(record.id, self.owner)
+                return
             parent, child = self._context.Pipe(duplex=False)
             process = self._context.Process(
                 target=_job_main,
@@ -254,7 +314,10 @@ class JobRunner:
             process.start()
             child.close()
             now = time.monotonic()
-            self._running[record.id] = _Running(record, process, parent, now, {"stage": "starting"})
+            with self._running_lock:
+                self._running[record.id] = _Running(
+                    record, process, parent, now, {"stage": "starting"}
+                )
             log.info("job started", extra={"job": record.id, "pid": process.pid})
 
     def _tend(self, force_beat: bool) -> None:
@@ -361,7 +424,8 @@ class JobRunner:
             # Made outside any request (in the job's process, or here): it is about the job.
             problem = {**problem, "instance": f"/srn/jobs/{job_id}"}
         self.store.finish(job_id, status, result=result, problem=problem, progress=run.progress)
-        self._running.pop(job_id, None)
+        with self._running_lock:
+            self._running.pop(job_id, None)
         log.info("job ended", extra={"job": job_id, "status": status})
 
     @staticmethod

@@ -53,6 +53,13 @@ _jobs = sa.Table(
 )
 
 
+#: The columns a claim sets, as they are before it.
+_UNCLAIMED = {"started_at": None, "heartbeat_at": None, "owner": None}
+
+#: PostgreSQL advisory lock that serialises submissions (an arbitrary 63-bit constant).
+_SUBMIT_LOCK_KEY = 0x626C6173745F6A62
+
+
 def default_database_url() -> str:
     """``sqlite:///`` URL of ``jobs.sqlite3`` in the user's data directory (created)."""
     import platformdirs
@@ -159,6 +166,12 @@ class JobStore:
         job_id = uuid.uuid4().hex
         now = time.time()
         with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                # Nothing may queue a job between the count and the insert.  SQLite's
+                # BEGIN IMMEDIATE (host.store.open_engine) gives that; PostgreSQL's
+                # default isolation does not, so submissions take turns on a lock that
+                # the transaction's end releases.
+                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SUBMIT_LOCK_KEY)))
             active = conn.execute(
                 sa.select(sa.func.count()).select_from(_jobs).where(_jobs.c.status.in_(ACTIVE))
             ).scalar_one()
@@ -205,6 +218,30 @@ class JobStore:
             else:
                 return None
         return self.get(job_id)
+
+    def release(self, job_id: str, owner: str) -> bool:
+        """Put a job that ``owner`` claimed but never started back in the queue.
+
+        Returns
+        -------
+        bool
+            True if the job was ``running`` for ``owner``: it is ``queued`` again, or
+            ``cancelled`` if a cancel was asked meanwhile.
+        """
+        claimed = (_jobs.c.id == job_id, _jobs.c.status == "running", _jobs.c.owner == owner)
+        with self.engine.begin() as conn:
+            # Cancelled while claimed: it ends here instead of going back to the queue.
+            cancelled = conn.execute(
+                _jobs.update()
+                .where(*claimed, _jobs.c.cancel_requested.is_(True))
+                .values(status="cancelled", finished_at=time.time())
+            ).rowcount
+            moved = conn.execute(
+                _jobs.update()
+                .where(*claimed)
+                .values(status="queued", progress=json.dumps({"stage": "queued"}), **_UNCLAIMED)
+            ).rowcount
+        return bool(moved or cancelled)
 
     def heartbeat(self, job_id: str, progress: dict[str, Any] | None = None) -> bool:
         """Record that the job's owner is alive (and its progress); True if cancel was asked."""

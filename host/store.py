@@ -55,10 +55,13 @@ from sqlalchemy import (
     String,
     create_engine,
     delete,
+    event,
+    func,
     select,
 )
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm.exc import StaleDataError
 from sqlalchemy.pool import QueuePool
 
 from .errors import WorkloadError
@@ -124,18 +127,24 @@ def open_engine(url: str) -> Engine:
     Returns
     -------
     sqlalchemy.Engine
-        For SQLite, a writer waits up to :data:`SQLITE_WAIT_S` seconds for another
-        writer.  An in-memory SQLite database (``sqlite://``) lives in a single
-        connection, so its pool holds exactly that one and lends it to one thread at a
-        time; a thread that waits longer than :data:`SQLITE_WAIT_S` seconds gets
+        For SQLite, every transaction starts with ``BEGIN IMMEDIATE``: it holds the
+        database's write lock from its first statement, so a read followed by a write
+        (count the queued jobs, then queue one; find a profile, then replace it) sees
+        no other writer in between.  A transaction waits up to :data:`SQLITE_WAIT_S`
+        seconds for the lock.  An in-memory SQLite database (``sqlite://``) lives in a
+        single connection, so its pool holds exactly that one and lends it to one thread
+        at a time; a thread that waits longer than :data:`SQLITE_WAIT_S` seconds gets
         :class:`sqlalchemy.exc.TimeoutError`.
 
     Notes
     -----
-    Why not ``StaticPool``, the usual advice for in-memory SQLite: it lends its one
-    connection to every thread at once, and Python's ``sqlite3`` module does not
-    serialise two threads on one connection.  Two transactions then interleave, which
-    raises ``OperationalError`` at best and crashes the interpreter at worst.
+    Why not the defaults.  Python's ``sqlite3`` module sends no ``BEGIN`` before a
+    ``SELECT``, so without the listeners below a read-then-write transaction reads
+    outside any transaction and ``SELECT ... FOR UPDATE`` locks nothing.  And
+    ``StaticPool``, the usual advice for in-memory SQLite, lends its one connection to
+    every thread at once, which ``sqlite3`` does not serialise: two transactions then
+    interleave, raising ``OperationalError`` at best and crashing the interpreter at
+    worst.
     """
     if not url.startswith("sqlite"):
         return create_engine(url)
@@ -144,7 +153,18 @@ def open_engine(url: str) -> Engine:
     }
     if url in ("sqlite://", "sqlite:///:memory:"):
         options.update(poolclass=QueuePool, pool_size=1, max_overflow=0, pool_timeout=SQLITE_WAIT_S)
-    return create_engine(url, **options)
+    engine = create_engine(url, **options)
+
+    @event.listens_for(engine, "connect")
+    def _no_implicit_transactions(dbapi_connection: Any, _: Any) -> None:
+        # SQLAlchemy, not the driver, says where transactions begin (the listener below).
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin_immediate(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
 
 
 class _Base(DeclarativeBase):
@@ -307,6 +327,8 @@ class ProfileStore:
     def put(self, profile: HostProfile, *, provenance: dict[str, Any] | None = None) -> bool:
         """Store ``profile`` under its name, replacing a stored one of the same name.
 
+        :meth:`put_entry` does the same and also returns the entry as stored.
+
         Parameters
         ----------
         profile : HostProfile
@@ -325,6 +347,31 @@ class ProfileStore:
         WorkloadError
             ``field="name"`` for a built-in name; ``field="provenance"`` for a provenance
             that is not a JSON object or is too large (``limit="max_provenance_bytes"``).
+        ProfileStoreError
+            When the database cannot be written.
+        """
+        return self.put_entry(profile, provenance=provenance)[1]
+
+    def put_entry(
+        self, profile: HostProfile, *, provenance: dict[str, Any] | None = None
+    ) -> tuple[StoredProfile, bool]:
+        """Store ``profile`` as :meth:`put` does; the entry as stored, and whether it is new.
+
+        Reply from this entry rather than reading the name back: another writer may
+        replace or delete it in between.
+
+        Returns
+        -------
+        entry : StoredProfile
+            What this call wrote: the values, the provenance (as JSON gives it back) and
+            the time stored.
+        created : bool
+            True if the name was new, False if a stored profile was replaced.
+
+        Raises
+        ------
+        WorkloadError, ProfileStoreError
+            As :meth:`put`.
         """
         if not isinstance(profile, HostProfile):
             raise WorkloadError(
@@ -342,6 +389,13 @@ class ProfileStore:
         for attempt in range(2):
             try:
                 with Session(self._db()) as session, session.begin():
+                    if session.get_bind().dialect.name == "postgresql":
+                        # FOR UPDATE below locks an existing row, not an absent one:
+                        # writers of one name take turns, as BEGIN IMMEDIATE makes them
+                        # on SQLite (see open_engine).
+                        session.execute(
+                            select(func.pg_advisory_xact_lock(func.hashtext(profile.name)))
+                        )
                     row = session.get(_ProfileRow, profile.name, with_for_update=True)
                     created = row is None
                     if row is None:
@@ -351,10 +405,11 @@ class ProfileStore:
                         setattr(row, key, value)
                     row.provenance = prov
                     row.updated_at = now
-                return created
-            except IntegrityError:
-                # Another writer inserted the same name between our read and insert:
-                # the second attempt finds the row and replaces it.
+                return StoredProfile(profile, False, prov, now), created
+            except (IntegrityError, StaleDataError):
+                # Another writer inserted or deleted the same name between our read and
+                # write (possible where the database does not lock the read, unlike
+                # SQLite here): the second attempt sees the row as it is now.
                 if attempt:
                     raise ProfileStoreError("profile database: conflicting writes") from None
             except SQLAlchemyError as exc:

@@ -225,8 +225,10 @@ def put_profile(
         from host import HostProfile
 
         store = _store()
-        created = _local(lambda: store.put(HostProfile(name=name, **values), provenance=provenance))
-        row = _entry_dict(_local(lambda: store.entry(name)))
+        entry, created = _local(
+            lambda: store.put_entry(HostProfile(name=name, **values), provenance=provenance)
+        )
+        row = _entry_dict(entry)
     if as_json:
         print_json({"created": created, "profile": row})
     else:

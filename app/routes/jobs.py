@@ -92,8 +92,9 @@ class JobService:
         """Stop the runner (running jobs are killed and marked interrupted)."""
         with self._lock:
             if self._runner is not None:
-                self._runner.close()
-                self._runner.store.close()
+                if self._runner.close():
+                    self._runner.store.close()
+                # else its dispatcher still uses the store; it stops by itself.
                 self._runner = None
 
 

@@ -122,10 +122,10 @@ async def put_profile(name: str, body: ProfileBody, request: Request) -> JSONRes
     store = profile_store(service(request))
     with translated_errors({**_NAME_FIELDS, **{f: f"body.{f}" for f in values}}):
         profile = HostProfile(name=name, **values)
-        created = await anyio.to_thread.run_sync(
-            lambda: store.put(profile, provenance=body.provenance)
+        # The reply is what this request stored, even if another one changed it since.
+        entry, created = await anyio.to_thread.run_sync(
+            lambda: store.put_entry(profile, provenance=body.provenance)
         )
-    entry = await anyio.to_thread.run_sync(store.entry, name)
     headers = {"Location": f"/profiles/{name}"} if created else {}
     return JSONResponse(_entry_dict(entry), status_code=201 if created else 200, headers=headers)
 

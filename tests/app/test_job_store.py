@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 
-from app.job_store import JobStore
+import pytest
+import sqlalchemy as sa
+
+from app.job_store import JobStore, QueueFull
 
 
 def test_in_memory_store_takes_the_request_and_runner_threads_at_once() -> None:
@@ -46,3 +52,59 @@ def test_in_memory_store_takes_the_request_and_runner_threads_at_once() -> None:
         assert statuses <= {"queued", "succeeded"}
     finally:
         store.close()
+
+
+@pytest.fixture
+def file_store(tmp_path: Path) -> Iterator[JobStore]:
+    """A new SQLite file, or ``BLASTRATE_TEST_DATABASE_URL`` (as in test_srn_jobs.py)
+    with its jobs table dropped first."""
+    url = os.environ.get("BLASTRATE_TEST_DATABASE_URL")
+    if url:
+        engine = sa.create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(sa.text("DROP TABLE IF EXISTS srn_jobs"))
+        engine.dispose()
+    store = JobStore(url or f"sqlite:///{tmp_path / 'jobs.sqlite3'}")
+    yield store
+    store.close()
+
+
+def test_the_queue_bound_holds_under_concurrent_submissions(file_store: JobStore) -> None:
+    # Count-then-insert in one transaction: on a file database the count used to run
+    # outside the transaction, and 16 threads against a bound of 5 queued up to 16.
+    accepted: list[str] = []
+    refused: list[int] = []
+    start = threading.Barrier(16)
+
+    def submit() -> None:
+        start.wait()
+        try:
+            accepted.append(file_store.create({}, max_active=5).id)
+        except QueueFull as full:
+            refused.append(full.active)
+
+    threads = [threading.Thread(target=submit) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (len(accepted), len(refused)) == (5, 11)
+    assert set(refused) == {5}
+    assert file_store.count_queued() == 5
+
+
+def test_a_released_job_is_queued_again_or_cancelled(file_store: JobStore) -> None:
+    first = file_store.create({"n": 1}, max_active=10)
+    second = file_store.create({"n": 2}, max_active=10)
+    assert file_store.claim("me").id == first.id  # type: ignore[union-attr]
+    assert not file_store.release(first.id, "someone else")
+    assert file_store.release(first.id, "me")
+    again = file_store.get(first.id)
+    assert again is not None
+    assert (again.status, again.started_at, again.progress) == ("queued", None, {"stage": "queued"})
+    # The oldest queued job is still first in line.
+    assert file_store.claim("me").id == first.id  # type: ignore[union-attr]
+    assert file_store.claim("me").id == second.id  # type: ignore[union-attr]
+    file_store.cancel(second.id)
+    assert file_store.release(second.id, "me")
+    assert file_store.get(second.id).status == "cancelled"  # type: ignore[union-attr]

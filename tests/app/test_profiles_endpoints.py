@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -118,3 +119,35 @@ def test_database_down_is_a_503(make_client: Callable[..., TestClient], problem_
     assert down["type"] == "/problems/storage-unavailable"
     assert client.get("/profiles/lab").headers["retry-after"] == "5"
     problem_of(client.get("/bottleneck-rate", params={**QUERY, "profile": "lab"}), 503)
+
+
+def test_put_racing_delete_answers_what_it_stored(api: TestClient) -> None:
+    # Two writers and two deleters on one name.  A PUT used to read its row outside any
+    # transaction, so a DELETE in between made the write a 503 (StaleDataError), and the
+    # reply, read back after the write, could be a 422 "unknown profile" or show the
+    # other writer's values.  Now every PUT is 200/201 with its own values.
+    statuses: list[int] = []
+    wrong: list[dict[str, Any]] = []
+
+    def writer(mu_net: float) -> None:
+        for _ in range(40):
+            response = api.put("/profiles/raced", json={**FIELDS, "mu_net": mu_net})
+            statuses.append(response.status_code)
+            if response.status_code < 300 and response.json()["mu_net"] != mu_net:
+                wrong.append(response.json())
+
+    def deleter() -> None:
+        for _ in range(40):
+            statuses.append(api.delete("/profiles/raced").status_code)
+
+    threads = [
+        threading.Thread(target=f, args=a)
+        for f, a in ((writer, (50_000.0,)), (writer, (60_000.0,)), (deleter, ()), (deleter, ()))
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+    assert set(statuses) <= {200, 201, 204, 404}, sorted(set(statuses))
+    assert len(statuses) == 160

@@ -17,6 +17,7 @@ from host.store import (
     MAX_PROVENANCE_BYTES,
     ProfileStore,
     ProfileStoreError,
+    StoredProfile,
     database_url,
     open_engine,
 )
@@ -187,6 +188,31 @@ def test_in_memory_connection_is_lent_to_one_thread_at_a_time() -> None:
         assert got == [1]
     finally:
         engine.dispose()
+
+
+def test_put_entry_is_what_was_stored_even_while_another_thread_deletes(url: str) -> None:
+    # The read of the row and the write are one transaction (BEGIN IMMEDIATE on
+    # SQLite), so a delete cannot fall in between and fail the write (StaleDataError).
+    store = ProfileStore(url)
+    entries: list[StoredProfile] = []
+
+    def work(i: int) -> None:
+        for j in range(40):
+            if i % 2:
+                store.delete("raced")
+            else:
+                entry, _ = store.put_entry(
+                    lab("raced", mu_net=1000.0 * (i + 1) + j), provenance={"i": i, "j": j}
+                )
+                assert entry.profile.mu_net == 1000.0 * (i + 1) + j
+                assert entry.provenance == {"i": i, "j": j}
+                entries.append(entry)
+
+    assert in_threads(work, 4) == []
+    assert len(entries) == 80
+    last, _ = store.put_entry(lab("raced", mu_net=7.0), provenance={"k": [1, 2]})
+    # Against a read-back: what put_entry returns is exactly what a reader sees.
+    assert store.entry("raced") == last and last.profile.mu_net == 7.0
 
 
 def test_tests_never_use_the_user_database() -> None:
