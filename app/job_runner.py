@@ -178,6 +178,8 @@ class JobRunner:
         """Mark orphaned jobs interrupted and start the dispatcher (blocking; idempotent)."""
         if self._thread is not None:
             return
+        if self._stop.is_set():
+            raise RuntimeError("a closed JobRunner cannot start again; make a new one")
         orphaned = self.store.interrupt_stale(self.stale_after_s, _orphaned())
         if orphaned:
             log.warning("jobs interrupted by a restart", extra={"jobs": orphaned})
@@ -235,7 +237,10 @@ class JobRunner:
             return {job_id: run.process.pid for job_id, run in self._running.items()}
 
     def _shut_down(self) -> None:
-        """Kill the running jobs, mark them interrupted, close the wake pipe (last act)."""
+        """Kill the running jobs, mark them interrupted, close the wake pipe (once)."""
+        with self._pipe_lock:
+            if not self._pipe_open:
+                return  # done already; the descriptor numbers may belong to other files now
         for job_id, run in list(self._running.items()):
             self._kill(run)
             try:

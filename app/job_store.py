@@ -25,7 +25,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from host.store import open_engine
+from host.store import for_writing, open_engine
 
 __all__ = ["ACTIVE", "FINISHED", "JobRecord", "JobStore", "QueueFull", "default_database_url"]
 
@@ -141,6 +141,8 @@ class JobStore:
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = open_engine(url)
+        # Every transaction below that writes goes through this one (see for_writing).
+        self._writes = for_writing(self.engine)
         if url.startswith("sqlite"):
 
             @sa.event.listens_for(self.engine, "connect")
@@ -148,7 +150,7 @@ class JobStore:
                 # Readers do not block the writer (progress updates during GETs).
                 dbapi_connection.execute("PRAGMA journal_mode=WAL")
 
-        _metadata.create_all(self.engine)
+        _metadata.create_all(self._writes)
 
     def close(self) -> None:
         """Release the connection pool."""
@@ -165,7 +167,7 @@ class JobStore:
         """
         job_id = uuid.uuid4().hex
         now = time.time()
-        with self.engine.begin() as conn:
+        with self._writes.begin() as conn:
             if conn.dialect.name == "postgresql":
                 # Nothing may queue a job between the count and the insert.  SQLite's
                 # BEGIN IMMEDIATE (host.store.open_engine) gives that; PostgreSQL's
@@ -193,7 +195,7 @@ class JobStore:
 
     def claim(self, owner: str) -> JobRecord | None:
         """Move the oldest queued job to ``running`` for ``owner``; None if none is queued."""
-        with self.engine.begin() as conn:
+        with self._writes.begin() as conn:
             candidates = conn.execute(
                 sa.select(_jobs.c.id)
                 .where(_jobs.c.status == "queued")
@@ -229,7 +231,7 @@ class JobStore:
             ``cancelled`` if a cancel was asked meanwhile.
         """
         claimed = (_jobs.c.id == job_id, _jobs.c.status == "running", _jobs.c.owner == owner)
-        with self.engine.begin() as conn:
+        with self._writes.begin() as conn:
             # Cancelled while claimed: it ends here instead of going back to the queue.
             cancelled = conn.execute(
                 _jobs.update()
@@ -248,7 +250,7 @@ class JobStore:
         values: dict[str, Any] = {"heartbeat_at": time.time()}
         if progress is not None:
             values["progress"] = json.dumps(progress)
-        with self.engine.begin() as conn:
+        with self._writes.begin() as conn:
             conn.execute(
                 _jobs.update()
                 .where(_jobs.c.id == job_id, _jobs.c.status == "running")
@@ -277,7 +279,7 @@ class JobStore:
         }
         if progress is not None:
             values["progress"] = json.dumps(progress)
-        with self.engine.begin() as conn:
+        with self._writes.begin() as conn:
             conn.execute(
                 _jobs.update()
                 .where(_jobs.c.id == job_id, _jobs.c.status == "running")
@@ -286,7 +288,7 @@ class JobStore:
 
     def cancel(self, job_id: str) -> JobRecord | None:
         """Cancel a job: a queued one at once, a running one by flagging it for its owner."""
-        with self.engine.begin() as conn:
+        with self._writes.begin() as conn:
             conn.execute(
                 _jobs.update()
                 .where(_jobs.c.id == job_id, _jobs.c.status == "queued")
@@ -301,7 +303,7 @@ class JobStore:
 
     def delete(self, job_id: str) -> bool:
         """Remove a finished job's record; True if one was removed."""
-        with self.engine.begin() as conn:
+        with self._writes.begin() as conn:
             removed = conn.execute(
                 _jobs.delete().where(_jobs.c.id == job_id, _jobs.c.status.in_(FINISHED))
             ).rowcount
@@ -314,7 +316,7 @@ class JobStore:
         Returns how many were marked.
         """
         now = time.time()
-        with self.engine.begin() as conn:
+        with self._writes.begin() as conn:
             count = conn.execute(
                 _jobs.update()
                 .where(
@@ -330,7 +332,7 @@ class JobStore:
 
     def interrupt_owned_by(self, owner: str, problem: dict[str, Any]) -> int:
         """Mark the running jobs of ``owner`` (a previous life of this process) interrupted."""
-        with self.engine.begin() as conn:
+        with self._writes.begin() as conn:
             count = conn.execute(
                 _jobs.update()
                 .where(_jobs.c.status == "running", _jobs.c.owner == owner)
@@ -340,7 +342,7 @@ class JobStore:
 
     def purge(self, older_than_s: float) -> int:
         """Delete finished jobs that ended more than ``older_than_s`` seconds ago."""
-        with self.engine.begin() as conn:
+        with self._writes.begin() as conn:
             count = conn.execute(
                 _jobs.delete().where(
                     _jobs.c.status.in_(FINISHED),

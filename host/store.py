@@ -75,6 +75,7 @@ __all__ = [
     "StoredProfile",
     "database_url",
     "default_store",
+    "for_writing",
     "open_engine",
 ]
 
@@ -116,6 +117,10 @@ def database_url(url: str | None = None) -> str:
 SQLITE_WAIT_S = 30.0
 
 
+#: Execution option that makes a SQLite transaction take the write lock at BEGIN.
+_WRITES = "blastrate_sqlite_begin_immediate"
+
+
 def open_engine(url: str) -> Engine:
     """An SQLAlchemy engine for ``url`` that the threads of one process may share.
 
@@ -127,24 +132,21 @@ def open_engine(url: str) -> Engine:
     Returns
     -------
     sqlalchemy.Engine
-        For SQLite, every transaction starts with ``BEGIN IMMEDIATE``: it holds the
-        database's write lock from its first statement, so a read followed by a write
-        (count the queued jobs, then queue one; find a profile, then replace it) sees
-        no other writer in between.  A transaction waits up to :data:`SQLITE_WAIT_S`
-        seconds for the lock.  An in-memory SQLite database (``sqlite://``) lives in a
-        single connection, so its pool holds exactly that one and lends it to one thread
-        at a time; a thread that waits longer than :data:`SQLITE_WAIT_S` seconds gets
-        :class:`sqlalchemy.exc.TimeoutError`.
+        For SQLite, a transaction begins when SQLAlchemy begins it (``BEGIN``, or
+        ``BEGIN IMMEDIATE`` on an engine from :func:`for_writing`) and waits up to
+        :data:`SQLITE_WAIT_S` seconds for a lock.  An in-memory SQLite database
+        (``sqlite://``) lives in a single connection, so its pool holds exactly that one
+        and lends it to one thread at a time; a thread that waits longer than
+        :data:`SQLITE_WAIT_S` seconds gets :class:`sqlalchemy.exc.TimeoutError`.
 
     Notes
     -----
     Why not the defaults.  Python's ``sqlite3`` module sends no ``BEGIN`` before a
-    ``SELECT``, so without the listeners below a read-then-write transaction reads
-    outside any transaction and ``SELECT ... FOR UPDATE`` locks nothing.  And
-    ``StaticPool``, the usual advice for in-memory SQLite, lends its one connection to
-    every thread at once, which ``sqlite3`` does not serialise: two transactions then
-    interleave, raising ``OperationalError`` at best and crashing the interpreter at
-    worst.
+    ``SELECT``, so a read-then-write transaction reads outside any transaction and
+    ``SELECT ... FOR UPDATE`` locks nothing.  And ``StaticPool``, the usual advice for
+    in-memory SQLite, lends its one connection to every thread at once, which
+    ``sqlite3`` does not serialise: two transactions then interleave, raising
+    ``OperationalError`` at best and crashing the interpreter at worst.
     """
     if not url.startswith("sqlite"):
         return create_engine(url)
@@ -161,10 +163,31 @@ def open_engine(url: str) -> Engine:
         dbapi_connection.isolation_level = None
 
     @event.listens_for(engine, "begin")
-    def _begin_immediate(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    def _begin(connection: Any) -> None:
+        immediate = connection.get_execution_options().get(_WRITES, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
+
+
+def for_writing(engine: Engine) -> Engine:
+    """``engine`` for transactions that write: on SQLite they take the write lock at BEGIN.
+
+    Parameters
+    ----------
+    engine : sqlalchemy.Engine
+        An engine from :func:`open_engine`.
+
+    Returns
+    -------
+    sqlalchemy.Engine
+        The same engine and pool.  On SQLite, each transaction begins ``IMMEDIATE``, so a
+        read followed by a write (count the queued jobs, then queue one; find a profile,
+        then replace it) sees no other writer in between, and never fails to upgrade its
+        read lock.  Reads through ``engine`` itself begin deferred and, in WAL mode, never
+        wait for a writer.  Other databases ignore the option.
+    """
+    return engine.execution_options(**{_WRITES: True})
 
 
 class _Base(DeclarativeBase):
@@ -262,7 +285,8 @@ class ProfileStore:
             if self._engine is None:
                 try:
                     engine = open_engine(self.url)
-                    _Base.metadata.create_all(engine)
+                    # As a writer: two processes creating the table at once take turns.
+                    _Base.metadata.create_all(for_writing(engine))
                 except SQLAlchemyError as exc:
                     raise ProfileStoreError(
                         f"profile database unavailable: {type(exc).__name__}"
@@ -388,7 +412,7 @@ class ProfileStore:
         now = datetime.now(UTC)
         for attempt in range(2):
             try:
-                with Session(self._db()) as session, session.begin():
+                with Session(for_writing(self._db())) as session, session.begin():
                     if session.get_bind().dialect.name == "postgresql":
                         # FOR UPDATE below locks an existing row, not an absent one:
                         # writers of one name take turns, as BEGIN IMMEDIATE makes them
@@ -436,7 +460,7 @@ class ProfileStore:
                 f"{name!r} is a built-in profile and cannot be deleted", field="name"
             )
         try:
-            with Session(self._db()) as session, session.begin():
+            with Session(for_writing(self._db())) as session, session.begin():
                 result = session.execute(delete(_ProfileRow).where(_ProfileRow.name == name))
                 return bool(getattr(result, "rowcount", 0))
         except SQLAlchemyError as exc:

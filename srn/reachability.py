@@ -532,11 +532,13 @@ def _run_watched(
                 try:
                     return running.result(timeout=reporter.every)
                 except TimeoutError:
-                    reporter(
-                        watch[kernels.WATCH_STATES],
-                        watch[kernels.WATCH_EDGES],
-                        watch[kernels.WATCH_EXPANDED],
-                    )
+                    # The kernel writes states, edges, then expanded, and may write again
+                    # between these reads; reading in the reverse order pairs an expanded
+                    # count with a states count at least as new, so expanded <= states.
+                    expanded = int(watch[kernels.WATCH_EXPANDED])
+                    edges = int(watch[kernels.WATCH_EDGES])
+                    states = int(watch[kernels.WATCH_STATES])
+                    reporter(states, edges, expanded)
         except BaseException:
             # The kernel reads this within a few thousand states; leaving the pool's
             # block waits for it, so nothing runs on after the exception.

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from app.job_runner import JobRunner
 from app.job_store import JobStore
@@ -66,3 +69,25 @@ def test_close_of_an_idle_runner_stops_it_at_once(tmp_path: Path) -> None:
     assert runner.close(timeout_s=10.0) is True
     assert runner.stopped and time.monotonic() - started < 5.0
     store.close()
+
+
+def test_a_second_close_leaves_other_files_alone(tmp_path: Path) -> None:
+    store = JobStore(f"sqlite:///{tmp_path / 'jobs.sqlite3'}")
+    runner = JobRunner(store, {}, workers=1, poll_s=60.0)
+    runner.start()
+    assert runner.close() is True
+    # The wake pipe's descriptor numbers are free now, and the next files opened get them.
+    others = [os.pipe() for _ in range(4)]
+    try:
+        assert runner.close() is True
+        runner.notify()
+        for read_end, write_end in others:
+            os.write(write_end, b"x")  # EBADF here if close() or notify() touched them
+            assert os.read(read_end, 1) == b"x"
+        with pytest.raises(RuntimeError, match="cannot start again"):
+            runner.start()
+    finally:
+        for pair in others:
+            for fd in pair:
+                os.close(fd)
+        store.close()
