@@ -13,6 +13,10 @@ the signal that ended it, not as a crash of this script), each bounded in time:
 ``in_memory``
     For ``--seconds``, four threads create, claim, beat and finish jobs and put, read and
     delete profiles on in-memory databases (``sqlite://``).  Reports the errors.
+``read_during_write``
+    Another connection holds the SQLite write lock of a job database and of a profile
+    database for 2 s (as a second service process or the CLI would); times one job read
+    and one profile read made meanwhile.  Reads should not wait.
 
 Run::
 
@@ -43,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKS = ("queue_bound", "put_delete", "in_memory")
+CHECKS = ("queue_bound", "put_delete", "in_memory", "read_during_write")
 
 
 def together(work: Callable[[int], None], count: int) -> collections.Counter[str]:
@@ -167,6 +171,36 @@ def in_memory(args: argparse.Namespace, folder: str) -> dict[str, Any]:
     return {"operations": done[0], "errors": dict(errors)}
 
 
+def read_during_write(args: argparse.Namespace, folder: str) -> dict[str, Any]:
+    import sqlite3
+
+    from app.job_store import JobStore
+    from host import host_profile
+    from host.store import ProfileStore
+
+    jobs = JobStore(f"sqlite:///{folder}/jobs.sqlite3")
+    job = jobs.create({}, 10)
+    profiles = ProfileStore(f"sqlite:///{folder}/profiles.db")
+    profiles.put(host_profile("sx280-2007").replace(name="lab"))
+    waited = {}
+    for name, path, read in (
+        ("job_read_s", "jobs.sqlite3", lambda: jobs.get(job.id)),
+        ("profile_read_s", "profiles.db", lambda: profiles.entry("lab")),
+    ):
+        other = sqlite3.connect(f"{folder}/{path}", isolation_level=None, check_same_thread=False)
+        other.execute("BEGIN IMMEDIATE")
+        release = threading.Timer(2.0, lambda other=other: other.execute("COMMIT"))
+        release.start()
+        started = time.monotonic()
+        read()
+        waited[name] = round(time.monotonic() - started, 3)
+        release.join()
+        other.close()
+    jobs.close()
+    profiles.close()
+    return {"lock_held_s": 2.0, **waited}
+
+
 def run_check(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """One check in a child process of ``--root``; its JSON line, or how it died."""
     command = [sys.executable, __file__, "--child", name, *sys.argv[1:]]
@@ -198,7 +232,12 @@ def main() -> None:
     args.trials = min(max(args.trials, 1), 100)
     if args.child:
         with tempfile.TemporaryDirectory(prefix="store-races-") as folder:
-            check = {"queue_bound": queue_bound, "put_delete": put_delete, "in_memory": in_memory}
+            check = {
+                "queue_bound": queue_bound,
+                "put_delete": put_delete,
+                "in_memory": in_memory,
+                "read_during_write": read_during_write,
+            }
             print(json.dumps(check[args.child](args, folder)))
         return
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; tree {args.root.resolve()}")
