@@ -7,13 +7,9 @@ imported on first use, so that the command line starts without loading the web s
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("blastrate")
-except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
-    __version__ = "0.0.0"
+from .version import __version__
 
 if TYPE_CHECKING:
     from .factory import create_app

@@ -6,6 +6,7 @@ the app's schema and the file differ.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -37,6 +38,23 @@ def write_contract(path: Path = CONTRACT_PATH) -> Path:
     return path
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m app.contract [PATH] [--check]``: write the contract, or compare with it."""
+    parser = argparse.ArgumentParser(
+        prog="python -m app.contract", description="The committed OpenAPI contract."
+    )
+    parser.add_argument("path", nargs="?", type=Path, default=CONTRACT_PATH, help="the file")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if the file differs from the app's schema"
+    )
+    args = parser.parse_args(argv)
+    if args.check:
+        same = args.path.is_file() and args.path.read_text() == render(openapi_document())
+        print(f"{args.path}: {'matches the app' if same else 'differs from the app'}")
+        return 0 if same else 1
+    print(f"wrote {write_contract(args.path)}")
+    return 0
+
+
 if __name__ == "__main__":
-    target = write_contract(Path(sys.argv[1]) if len(sys.argv) > 1 else CONTRACT_PATH)
-    print(f"wrote {target}")
+    sys.exit(main())

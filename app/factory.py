@@ -20,7 +20,6 @@ from starlette.responses import Response
 
 from host.store import ProfileStore, ProfileStoreError
 
-from . import __version__
 from .cache import QueryIndex, ResultCache
 from .docs import install_docs
 from .middleware import ServiceMiddleware
@@ -43,6 +42,7 @@ from .settings import Settings
 from .shutdown import BoundedShutdown
 from .state import ServiceState
 from .stored_profiles import storage_problem
+from .version import __version__
 
 __all__ = ["create_app"]
 

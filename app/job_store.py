@@ -25,7 +25,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from host.store import for_writing, open_engine
+from host.database import for_writing, open_engine, take_turns
 
 __all__ = ["ACTIVE", "FINISHED", "JobRecord", "JobStore", "QueueFull", "default_database_url"]
 
@@ -55,9 +55,6 @@ _jobs = sa.Table(
 
 #: The columns a claim sets, as they are before it.
 _UNCLAIMED = {"started_at": None, "heartbeat_at": None, "owner": None}
-
-#: PostgreSQL advisory lock that serialises submissions (an arbitrary 63-bit constant).
-_SUBMIT_LOCK_KEY = 0x626C6173745F6A62
 
 
 def default_database_url() -> str:
@@ -168,12 +165,8 @@ class JobStore:
         job_id = uuid.uuid4().hex
         now = time.time()
         with self._writes.begin() as conn:
-            if conn.dialect.name == "postgresql":
-                # Nothing may queue a job between the count and the insert.  SQLite's
-                # BEGIN IMMEDIATE (host.store.open_engine) gives that; PostgreSQL's
-                # default isolation does not, so submissions take turns on a lock that
-                # the transaction's end releases.
-                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SUBMIT_LOCK_KEY)))
+            # Nothing may queue a job between the count and the insert.
+            take_turns(conn, "srn_jobs:submit")
             active = conn.execute(
                 sa.select(sa.func.count()).select_from(_jobs).where(_jobs.c.status.in_(ACTIVE))
             ).scalar_one()

@@ -53,17 +53,14 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
-    create_engine,
     delete,
-    event,
-    func,
     select,
 )
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.orm.exc import StaleDataError
-from sqlalchemy.pool import QueuePool
 
+from .database import for_writing, open_engine, take_turns
 from .errors import WorkloadError
 from .profiles import HOST_PROFILES, HostProfile
 
@@ -75,8 +72,6 @@ __all__ = [
     "StoredProfile",
     "database_url",
     "default_store",
-    "for_writing",
-    "open_engine",
 ]
 
 #: Environment variable that points every store at another database.
@@ -110,84 +105,6 @@ def database_url(url: str | None = None) -> str:
     folder = Path(platformdirs.user_data_dir("blastrate"))
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / 'blastrate.db'}"
-
-
-#: Longest wait, in seconds, for SQLite's write lock or for the one connection of an
-#: in-memory database.
-SQLITE_WAIT_S = 30.0
-
-
-#: Execution option that makes a SQLite transaction take the write lock at BEGIN.
-_WRITES = "blastrate_sqlite_begin_immediate"
-
-
-def open_engine(url: str) -> Engine:
-    """An SQLAlchemy engine for ``url`` that the threads of one process may share.
-
-    Parameters
-    ----------
-    url : str
-        SQLAlchemy database URL.
-
-    Returns
-    -------
-    sqlalchemy.Engine
-        For SQLite, a transaction begins when SQLAlchemy begins it (``BEGIN``, or
-        ``BEGIN IMMEDIATE`` on an engine from :func:`for_writing`) and waits up to
-        :data:`SQLITE_WAIT_S` seconds for a lock.  An in-memory SQLite database
-        (``sqlite://``) lives in a single connection, so its pool holds exactly that one
-        and lends it to one thread at a time; a thread that waits longer than
-        :data:`SQLITE_WAIT_S` seconds gets :class:`sqlalchemy.exc.TimeoutError`.
-
-    Notes
-    -----
-    Why not the defaults.  Python's ``sqlite3`` module sends no ``BEGIN`` before a
-    ``SELECT``, so a read-then-write transaction reads outside any transaction and
-    ``SELECT ... FOR UPDATE`` locks nothing.  And ``StaticPool``, the usual advice for
-    in-memory SQLite, lends its one connection to every thread at once, which
-    ``sqlite3`` does not serialise: two transactions then interleave, raising
-    ``OperationalError`` at best and crashing the interpreter at worst.
-    """
-    if not url.startswith("sqlite"):
-        return create_engine(url)
-    options: dict[str, Any] = {
-        "connect_args": {"check_same_thread": False, "timeout": SQLITE_WAIT_S}
-    }
-    if url in ("sqlite://", "sqlite:///:memory:"):
-        options.update(poolclass=QueuePool, pool_size=1, max_overflow=0, pool_timeout=SQLITE_WAIT_S)
-    engine = create_engine(url, **options)
-
-    @event.listens_for(engine, "connect")
-    def _no_implicit_transactions(dbapi_connection: Any, _: Any) -> None:
-        # SQLAlchemy, not the driver, says where transactions begin (the listener below).
-        dbapi_connection.isolation_level = None
-
-    @event.listens_for(engine, "begin")
-    def _begin(connection: Any) -> None:
-        immediate = connection.get_execution_options().get(_WRITES, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-    return engine
-
-
-def for_writing(engine: Engine) -> Engine:
-    """``engine`` for transactions that write: on SQLite they take the write lock at BEGIN.
-
-    Parameters
-    ----------
-    engine : sqlalchemy.Engine
-        An engine from :func:`open_engine`.
-
-    Returns
-    -------
-    sqlalchemy.Engine
-        The same engine and pool.  On SQLite, each transaction begins ``IMMEDIATE``, so a
-        read followed by a write (count the queued jobs, then queue one; find a profile,
-        then replace it) sees no other writer in between, and never fails to upgrade its
-        read lock.  Reads through ``engine`` itself begin deferred and, in WAL mode, never
-        wait for a writer.  Other databases ignore the option.
-    """
-    return engine.execution_options(**{_WRITES: True})
 
 
 class _Base(DeclarativeBase):
@@ -413,13 +330,8 @@ class ProfileStore:
         for attempt in range(2):
             try:
                 with Session(for_writing(self._db())) as session, session.begin():
-                    if session.get_bind().dialect.name == "postgresql":
-                        # FOR UPDATE below locks an existing row, not an absent one:
-                        # writers of one name take turns, as BEGIN IMMEDIATE makes them
-                        # on SQLite (see open_engine).
-                        session.execute(
-                            select(func.pg_advisory_xact_lock(func.hashtext(profile.name)))
-                        )
+                    # FOR UPDATE below locks an existing row, not an absent one.
+                    take_turns(session.connection(), f"host_profiles:{profile.name}")
                     row = session.get(_ProfileRow, profile.name, with_for_update=True)
                     created = row is None
                     if row is None:

@@ -62,7 +62,7 @@ from typing import Any
 
 import click
 
-from app import __version__
+from app.version import __version__
 
 from .common import (
     EXIT_INTERNAL,

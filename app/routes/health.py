@@ -7,10 +7,10 @@ from fastapi.responses import JSONResponse
 from prometheus_client.exposition import choose_encoder
 from starlette.responses import Response
 
-from .. import __version__
 from ..problems import ProblemError
 from ..schemas import Health, Readiness
 from ..state import service
+from ..version import __version__
 from .common import problem_responses
 
 router = APIRouter(tags=["health"])

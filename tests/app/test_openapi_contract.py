@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
-from app.contract import CONTRACT_PATH, openapi_document, render
+import pytest
+
+from app.contract import CONTRACT_PATH, main, openapi_document, render
 
 REQUEST_BODIES = {
     "compute_bottleneck_rate",
@@ -88,3 +91,18 @@ def test_errors_are_documented_as_problem_json() -> None:
                 assert response["content"]["application/problem+json"]["schema"] == {
                     "$ref": "#/components/schemas/Problem"
                 }
+
+
+def test_contract_command_checks_and_never_takes_an_option_for_a_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `python -m app.contract --help` once wrote the spec to a file named "--help".
+    assert main(["--check"]) == 0
+    stale = tmp_path / "openapi.json"
+    stale.write_text(CONTRACT_PATH.read_text().replace('"title"', '"titel"', 1))
+    assert main([str(stale), "--check"]) == 1
+    assert "differs" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as shown:
+        main(["--help"])
+    assert shown.value.code == 0
+    assert not Path("--help").exists()
