@@ -41,9 +41,16 @@ def write_contract(path: Path = CONTRACT_PATH) -> Path:
 def main(argv: list[str] | None = None) -> int:
     """``python -m app.contract [PATH] [--check]``: write the contract, or compare with it."""
     parser = argparse.ArgumentParser(
-        prog="python -m app.contract", description="The committed OpenAPI contract."
+        prog="python -m app.contract",
+        description="Write the app's OpenAPI document to PATH, or compare PATH with it.",
     )
-    parser.add_argument("path", nargs="?", type=Path, default=CONTRACT_PATH, help="the file")
+    parser.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        default=CONTRACT_PATH,
+        help="the file to write (or, with --check, to compare); default openapi/openapi.json",
+    )
     parser.add_argument(
         "--check", action="store_true", help="exit 1 if the file differs from the app's schema"
     )

@@ -1,15 +1,16 @@
 """Do the job and profile databases hold when threads use them at once?  Counts, not times.
 
-Three checks, each in its own Python process (a crash inside ``sqlite3`` is reported as
+Four checks, each in its own Python process (a crash inside ``sqlite3`` is reported as
 the signal that ended it, not as a crash of this script), each bounded in time:
 
 ``queue_bound``
     ``--trials`` times, 16 threads submit a job at the same moment to a fresh job
     database with ``max_active=5``.  Reports the trials that queued more than 5.
 ``put_delete``
-    For ``--seconds``, two threads ``PUT /profiles/raced`` and two ``DELETE`` it, through
-    the app (in-process test client) on a fresh SQLite file.  Reports every status seen;
-    only 200/201 (PUT) and 204/404 (DELETE) are right.
+    For ``--seconds``, two threads ``PUT /profiles/raced`` (each its own ``mu_net``) and
+    two ``DELETE`` it, through the app (in-process test client) on a fresh SQLite file.
+    Reports every status seen; only 200/201 (PUT) and 204/404 (DELETE) are right, and a
+    PUT's answer must show the values that request sent.
 ``in_memory``
     For ``--seconds``, four threads create, claim, beat and finish jobs and put, read and
     delete profiles on in-memory databases (``sqlite://``).  Reports the errors.
@@ -112,6 +113,7 @@ def put_delete(args: argparse.Namespace, folder: str) -> dict[str, Any]:
         "PUT": collections.Counter(),
         "DELETE": collections.Counter(),
     }
+    not_its_own = [0]
     with TestClient(create_app(settings)) as client:
         end = time.monotonic() + args.seconds
 
@@ -120,8 +122,11 @@ def put_delete(args: argparse.Namespace, folder: str) -> dict[str, Any]:
                 if i % 2:
                     statuses["DELETE"][client.delete("/profiles/raced").status_code] += 1
                 else:
-                    response = client.put("/profiles/raced", json=fields)
+                    mu_net = 40_000.0 + i
+                    response = client.put("/profiles/raced", json={**fields, "mu_net": mu_net})
                     statuses["PUT"][response.status_code] += 1
+                    if response.status_code < 300 and response.json()["mu_net"] != mu_net:
+                        not_its_own[0] += 1
 
         errors = together(work, 4)
     wrong = sum(n for s, n in statuses["PUT"].items() if s not in (200, 201)) + sum(
@@ -131,6 +136,7 @@ def put_delete(args: argparse.Namespace, folder: str) -> dict[str, Any]:
         "put": dict(statuses["PUT"]),
         "delete": dict(statuses["DELETE"]),
         "wrong_statuses": wrong,
+        "puts_answering_other_values": not_its_own[0],
         "errors": dict(errors),
     }
 
