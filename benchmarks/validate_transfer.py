@@ -1,47 +1,70 @@
-"""The paper's §IV and Fig. 4 on this machine: predicted effective bottleneck rate against
-real RBUDP transfers.
+"""Does the predicted rate win a real transfer?  Predicted effective bottleneck rates
+against real RBUDP transfers, with naive rules scored in the same run.
 
-Run from the repository root::
+Run from the repository root, as root for the veth link (loopback otherwise)::
 
-    .venv/bin/python benchmarks/validate_transfer.py --quick --json out.json --plot fig4.png
+    .venv/bin/python benchmarks/validate_transfer.py --quick --json out.json --plot fig.png
 
-Set-up.  The receiver (:class:`transport.Receiver`) runs in its own process pinned to
-one core together with C CPU-bound tasks (a bare Python loop) and I I/O-bound tasks
-(the calibration's random-line reader, page cache defeated); the sender
-(:func:`transport.send_file`) is pinned to the other core.  The link is loopback
-(127.0.0.1); the propagation delay is emulated as in the paper (§IV: each blast starts
-T_prop after the previous feedback, each feedback is taken T_prop after it arrives).
-Network namespaces with netem are NOT used by this script (see the README).
+The line.  ``--link veth`` (default): two network namespaces made by this script
+(``blastrate-tx``, ``blastrate-rx``) joined by a veth pair, a ``tbf`` qdisc at
+``--line-rate`` on the sender's end, and RPS steering the receive softirq to the
+receiver's core, so the receiving host pays for its own network stack as a NIC's host
+does.  ``netem`` does not work on this kernel, so the propagation delay is emulated by
+the protocol (§IV of the paper: each blast starts T_prop after the previous feedback,
+each feedback is taken T_prop after it arrives).  ``--link loopback`` (or no root, no
+``ip``/``tc``) falls back to 127.0.0.1, where the kernel's receive work runs on the
+sender's core; the JSON says which link was used.  Traffic goes only to the namespaces
+made here or to loopback; every loop is bounded in count and time.
 
-Model.  The receiver's socket holds K datagrams (measured by filling it with no reader:
-Linux doubles SO_RCVBUF and charges each datagram its kernel buffer size) and reads up
-to N per wake-up (a loop of non-blocking ``recv_into``: Python's socket module has no
-``recvmmsg``).  The model gets the same K and N, the rates calibrated here by
-:mod:`host.calibration` (mu_net of this very receive path), m = 1, the sender's measured
-maximum rate as the line rate, the real payload (1468 B) and T_prop = emulated delay +
-half the loopback round trip.
+The receiving end system.  The receiver (:class:`transport.Receiver`) runs in its own
+session pinned to one core together with C CPU-bound tasks (a bare Python loop) and I
+I/O-bound tasks (the calibration's random-line reader); the sender is pinned to the
+other core.
 
-Measurement.  For each workload, transfers of one file at a grid of sending rates plus
-the predicted rate, several runs each, in shuffled order (so that a change in the
-machine's load spreads over all rates); ``uptime`` load beside every transfer.
-Reported: predicted rate, mean and spread of the transfer time per rate, the best
-measured rate, and time_ratio = mean time at the predicted rate / best mean time.
-Every loop is bounded: transfers have a time and round limit, the background tasks a
-deadline, the whole script a budget.
+Calibration (never a scored run).  With the receiver alone: mu_net from the receive
+core's busy time while it takes an unpaced blast over the same link (CPU seconds per
+datagram, kernel and receiver together), mu_io_cpu and mu_disk from
+:func:`host.calibration.measure_io_service`, the scheduler's slice from
+:func:`host.calibration.measure_time_slice`, K by filling a socket of the receiver's
+SO_RCVBUF, the sender's maximum rate.  ``--profile-json`` reuses an earlier run's
+calibration.
+
+Models scored (each gives a predicted rate; ablations show what each mechanism buys):
+
+* ``timeslice`` -- the default model (:mod:`transport.timeslice`): scheduler slices and
+  finite blasts;
+* ``timeslice-no-slices`` -- the same with processor sharing in place of slices;
+* ``timeslice-stationary`` -- the same with each blast scored by the stationary loss;
+* ``paper`` -- the paper's model (:func:`transport.workload_bottleneck_rate`).
+
+Baselines: the line rate, half the line rate, and the share rule
+``0.96 * mu_net * N * S_pkt * 8 / (C + 1)``.
+
+Measurement.  Per workload: a coarse grid (a quarter, half, three quarters and all of
+the line rate), a fine grid around the default model's prediction (+-5, 10, 20, 40 %),
+and every model's and baseline's rate, each ``--runs`` times in shuffled order.  The
+best time is the lowest mean over the grids alone; every scored rate gets
+``time_ratio = mean time / best`` with a bootstrap 95 % interval.  The measured loss
+onset is the lowest grid rate whose mean first-round loss exceeds 1 %.  The 1-minute
+load is recorded before and during each workload; a workload whose load exceeds what
+its own tasks explain (C + I + 2 + ``--noise-margin``) is marked ``noisy``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import json
 import multiprocessing
 import os
 import platform
 import random
+import shutil
 import signal
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,12 +77,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import queues
-from app.commands.host_calibrate import receive_path
 from host import HostProfile, Workload
 from host.calibration import (
+    IdleSpinner,
     measure_buffer_packets,
     measure_io_service,
-    measure_net_service,
+    measure_time_slice,
     run_io_task,
     write_line_file,
 )
@@ -72,9 +95,132 @@ from transport import (
     transfer_time,
     workload_bottleneck_rate,
 )
+from transport.sender import blast
+from transport.timeslice import competitors_per_core, time_slice_bottleneck_rate
 
 PAYLOAD = 1468
 CTX = multiprocessing.get_context("fork")
+TX_NS, RX_NS = "blastrate-tx", "blastrate-rx"
+TX_DEV, RX_DEV = "brtx0", "brrx0"
+# Addresses inside the two namespaces this script makes (no route leaves them).
+TX_ADDR, RX_ADDR = "10.231.77.1", "10.231.77.2"
+# Wire bytes per datagram that tbf counts: payload, our header, UDP, IPv4, Ethernet.
+WIRE_OVERHEAD = HEADER_BYTES + 8 + 20 + 14
+_CLONE_NEWNET = 0x40000000
+# The receiver's wait for stragglers after a blast (s); the model is told the same.
+SETTLE_S = 0.002
+
+
+def _setns(name: str | None) -> None:
+    """Move this (single-threaded) process into network namespace ``name``."""
+    if name is None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, _CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {name}")
+    finally:
+        os.close(fd)
+
+
+class Link:
+    """Where the bytes go: a veth pair between two namespaces with tbf, or loopback."""
+
+    def __init__(self, kind: str, line_rate_bps: float, rx_cpu: int) -> None:
+        self.kind = kind
+        self.line_rate_bps = line_rate_bps
+        self.rx_cpu = rx_cpu
+        self.note = ""
+        self.rx_ns: str | None = None
+        self.tx_ns: str | None = None
+        self.address = "127.0.0.1"
+
+    def _ip(self, *args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+    def __enter__(self) -> Link:
+        if self.kind == "veth":
+            why = None
+            if os.geteuid() != 0:
+                why = "not root"
+            elif not (shutil.which("ip") and shutil.which("tc")):
+                why = "no ip/tc"
+            if why is None:
+                try:
+                    self._make()
+                except (subprocess.CalledProcessError, OSError) as exc:
+                    why = f"set-up failed: {exc}"
+                    self._remove()
+            if why is not None:
+                self.kind = "loopback"
+                self.note = f"veth unavailable ({why}); fell back to loopback"
+        return self
+
+    def _make(self) -> None:
+        self._remove()
+        self._ip("netns", "add", TX_NS)
+        self._ip("netns", "add", RX_NS)
+        self._ip("link", "add", TX_DEV, "type", "veth", "peer", "name", RX_DEV)
+        self._ip("link", "set", TX_DEV, "netns", TX_NS)
+        self._ip("link", "set", RX_DEV, "netns", RX_NS)
+        for ns, dev, addr in ((TX_NS, TX_DEV, TX_ADDR), (RX_NS, RX_DEV, RX_ADDR)):
+            self._ip("-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
+            self._ip("-n", ns, "link", "set", dev, "up")
+            self._ip("-n", ns, "link", "set", "lo", "up")
+        rate = f"{int(self.line_rate_bps * (PAYLOAD + WIRE_OVERHEAD) / PAYLOAD)}bit"
+        subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                TX_NS,
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                TX_DEV,
+                "root",
+                "tbf",
+                "rate",
+                rate,
+                "burst",
+                "32kb",
+                "latency",
+                "20ms",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=10,
+        )
+        mask = format(1 << self.rx_cpu, "x")
+        subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                RX_NS,
+                "sh",
+                "-c",
+                f"echo {mask} > /sys/class/net/{RX_DEV}/queues/rx-0/rps_cpus",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=10,
+        )
+        self.rx_ns, self.tx_ns, self.address = RX_NS, TX_NS, RX_ADDR
+        self.note = (
+            f"veth {TX_DEV}->{RX_DEV}, tbf {rate} (payload {self.line_rate_bps:.4g} bit/s), "
+            f"RPS to CPU {self.rx_cpu}"
+        )
+
+    def _remove(self) -> None:
+        for ns in (TX_NS, RX_NS):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.kind == "veth":
+            self._remove()
 
 
 def _busy(cpu: int, deadline: float) -> None:
@@ -101,8 +247,9 @@ def _receiver(
 ) -> None:
     # The receiving end system: a session of its own (so its own scheduler autogroup,
     # apart from the sender's) holding the receiver and its C + I background tasks, all
-    # on one core.
+    # on one core, in the receiving namespace.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _setns(opts["netns"])
     isolate(opts["nice"])
     os.sched_setaffinity(0, {cpu})
     pids = []
@@ -122,9 +269,10 @@ def _receiver(
     try:
         with Receiver(
             out,
+            host=opts["address"],
             batch_packets=opts["batch"],
             rcvbuf_bytes=opts["rcvbuf"],
-            settle_s=0.002,
+            settle_s=SETTLE_S,
             limits=limits,
             overwrite=True,
         ) as rx:
@@ -132,7 +280,8 @@ def _receiver(
             while not stop.is_set() and time.monotonic() < deadline:
                 # Accept timeouts between transfers; failures show on the sender's side.
                 with contextlib.suppress(Exception):
-                    rx.serve_one()
+                    done = rx.serve_one()
+                    conn.send((done.wakeups, done.accepted + done.duplicates))
     finally:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
@@ -142,23 +291,14 @@ def _receiver(
                 os.waitpid(pid, 0)
 
 
-def _loopback_rtt() -> float:
-    a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    a.bind(("127.0.0.1", 0))
-    b.bind(("127.0.0.1", 0))
+def _round_trip(address: str, port: int) -> float:
+    """Smallest TCP connect time to the receiver (s)."""
     best = 1.0
-    try:
-        for _ in range(200):
-            t0 = time.perf_counter()
-            a.sendto(b"x", b.getsockname())
-            b.recvfrom(16)
-            b.sendto(b"y", a.getsockname())
-            a.recvfrom(16)
-            best = min(best, time.perf_counter() - t0)
-    finally:
-        a.close()
-        b.close()
+    for _ in range(20):
+        t0 = time.perf_counter()
+        with socket.create_connection((address, port), timeout=2):
+            pass
+        best = min(best, time.perf_counter() - t0)
     return best
 
 
@@ -166,13 +306,15 @@ def _loopback_rtt() -> float:
 def receiver_process(
     rx_cpu: int,
     args: argparse.Namespace,
+    link: Link,
     deadline: float,
     cpu_tasks: int = 0,
     io_tasks: int = 0,
     io_file: Path | None = None,
-) -> Iterator[int]:
+) -> Iterator[tuple[int, Any]]:
     """A receiver process pinned to ``rx_cpu`` serving transfers until the block ends;
-    yields its control port."""
+    yields its control port and the pipe on which it reports (wake-ups, datagrams) of
+    each transfer."""
     out_dir = tempfile.mkdtemp(
         prefix="blastrate-rx-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None
     )
@@ -193,6 +335,8 @@ def receiver_process(
                 "cpu_tasks": cpu_tasks,
                 "io_tasks": io_tasks,
                 "io_file": str(io_file),
+                "netns": link.rx_ns,
+                "address": link.address,
             },
         ),
         daemon=True,
@@ -201,7 +345,7 @@ def receiver_process(
     try:
         if not parent.poll(10):
             raise RuntimeError("receiver did not start")
-        yield parent.recv()
+        yield parent.recv(), parent
     finally:
         stop.set()
         rx.join(timeout=5)
@@ -213,24 +357,130 @@ def receiver_process(
         os.rmdir(out_dir)
 
 
-def sender_max_rate(
-    src: Path, rx_cpu: int, tx_cpu: int, args: argparse.Namespace, runs: int = 3
-) -> list[float]:
-    """The sender's real maximum payload rate (bit/s): the first blast of unpaced
-    transfers to a receiver alone on its core, the sender pinned to its own."""
+def _sink(netns: str | None, address: str, conn: Any, stop: Any) -> None:
+    # A UDP socket that nobody reads, in the receiving namespace: datagrams sent to it
+    # cost the receive core only the kernel's work, up to the full socket.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _setns(netns)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.bind((address, 0))
+    conn.send(sock.getsockname()[1])
+    stop.wait(120)
+    sock.close()
+
+
+def kernel_cost(link: Link, rx_cpu: int, tx_cpu: int, rate_bps: float, seconds: float) -> float:
+    """CPU seconds the receive core's kernel spends per datagram (s): paced datagrams
+    into a socket nobody reads, the receive core watched by an :class:`IdleSpinner`."""
+    stop = CTX.Event()
+    parent, child = CTX.Pipe()
+    sink = CTX.Process(target=_sink, args=(link.rx_ns, link.address, child, stop), daemon=True)
+    sink.start()
     old = os.sched_getaffinity(0)
-    rates = []
-    with receiver_process(rx_cpu, args, time.monotonic() + 120) as port:  # C = 0
+    try:
+        if not parent.poll(10):
+            raise RuntimeError("the sink did not start")
+        port = parent.recv()
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.connect((link.address, port))
+        datagram = bytes(HEADER_BYTES + PAYLOAD)
+        count = int(rate_bps * seconds / (8 * PAYLOAD))
+        os.sched_setaffinity(0, {tx_cpu})
+        with IdleSpinner(rx_cpu) as spin:
+            mark = spin.mark()
+            blast(
+                udp.send,
+                lambda _seq: datagram,
+                np.arange(count, dtype=np.int64),
+                packet_bits=8.0 * PAYLOAD,
+                rate_bps=rate_bps,
+                deadline=time.monotonic() + 4 * seconds,
+            )
+            used, span = spin.busy_fraction(mark)
+        udp.close()
+        return used * span / count
+    finally:
+        os.sched_setaffinity(0, old)
+        stop.set()
+        sink.join(5)
+
+
+def calibrate_link(
+    src: Path, rx_cpu: int, tx_cpu: int, args: argparse.Namespace, link: Link, runs: int
+) -> dict[str, Any]:
+    """The receive path over this link with the receiver alone on its core.
+
+    The receive core is watched by an :class:`IdleSpinner`, which sees every CPU
+    second that the receiver and the kernel take from it (``/proc/stat`` would not:
+    it samples kernel time by the tick).
+
+    * k, the kernel's seconds per datagram, from datagrams paced at 60 % of the sender's
+      maximum into a socket that nobody reads (:func:`kernel_cost`);
+    * transfers unpaced (the first blast's achieved rate is the sender's maximum) and
+      paced at 30..90 % of it, the receiver reporting its wake-ups W and datagrams D:
+      the receiver's own time, the core time used less k D, is a W + b D by
+      non-negative least squares, and mu_net = 1 / (a + N b): wake-ups of a full batch
+      of N per second of the receiver's CPU, what the model's wake-up rate means.
+    """
+    from scipy.optimize import nnls
+
+    old = os.sched_getaffinity(0)
+    rates: list[float] = []
+    rows, used_s = [], []
+    with receiver_process(rx_cpu, args, link, time.monotonic() + 180) as (port, reports):
         os.sched_setaffinity(0, {tx_cpu})
         try:
-            for _ in range(runs):
-                rep = send_file(
-                    src, "127.0.0.1", port, rate_bps=None, name="payload.bin", total_timeout_s=60
-                )
-                rates.append(rep.rounds[0].achieved_rate_bps)
+            with IdleSpinner(rx_cpu) as spin:
+                plan: list[float | None] = [None] * runs
+                for _ in range(runs):
+                    plan += [0.3, 0.5, 0.7, 0.9]
+                for step in plan:
+                    rate = None if step is None else step * statistics.fmean(rates)
+                    mark = spin.mark()
+                    rep = send_file(
+                        src,
+                        link.address,
+                        port,
+                        rate_bps=rate,
+                        name="payload.bin",
+                        total_timeout_s=60,
+                    )
+                    if not reports.poll(10):
+                        raise RuntimeError("the receiver did not report its transfer")
+                    wakeups, taken = reports.recv()
+                    used, span = spin.busy_fraction(mark)
+                    if step is None:
+                        rates.append(rep.rounds[0].achieved_rate_bps)
+                    rows.append((wakeups, taken))
+                    used_s.append(used * span)
+            rtt = _round_trip(link.address, port)
         finally:
             os.sched_setaffinity(0, old)
-    return rates
+    sender_max = statistics.fmean(rates)
+    k = statistics.fmean(
+        kernel_cost(link, rx_cpu, tx_cpu, 0.6 * min(sender_max, link.line_rate_bps), 1.0)
+        for _ in range(runs)
+    )
+    w = np.array(rows, dtype=float)
+    own = np.array(used_s) - k * w[:, 1]
+    (a, b), residual = nnls(w, own)
+    mu_net = 1.0 / (a + args.batch * b)
+    return {
+        "sender_max_rate_bps": _spread(rates),
+        "per_wakeup_s": a,
+        "per_datagram_s": b,
+        "kernel_s_per_datagram": k,
+        "fit_residual_s": residual,
+        "transfers": [
+            {"wakeups": int(x), "datagrams": int(d), "core_s": u}
+            for (x, d), u in zip(rows, used_s, strict=True)
+        ],
+        "mu_net": mu_net,
+        # Datagrams per second the core takes at full batches, kernel included.
+        "capacity_pps": 1.0 / (a / args.batch + b + k),
+        "round_trip_s": rtt,
+    }
 
 
 def isolate(nice: int) -> str:
@@ -268,13 +518,13 @@ def _spread(xs: list[float]) -> dict[str, float]:
 
 
 def _one_transfer(
-    src: Path, port: int, rate: float, args: argparse.Namespace, deadline: float
+    src: Path, link: Link, port: int, rate: float, args: argparse.Namespace, deadline: float
 ) -> dict[str, Any]:
     load = os.getloadavg()[0]
     try:
         rep = send_file(
             src,
-            "127.0.0.1",
+            link.address,
             port,
             rate_bps=rate,
             name="payload.bin",
@@ -297,12 +547,91 @@ def _one_transfer(
     }
 
 
+def _bootstrap_ratio(
+    num: list[float], den: list[float], rng: np.random.Generator, draws: int = 4000
+) -> list[float]:
+    """95 % percentile-bootstrap interval of mean(num) / mean(den)."""
+    a, b = np.asarray(num), np.asarray(den)
+    ra = a[rng.integers(0, a.size, (draws, a.size))].mean(axis=1)
+    rb = b[rng.integers(0, b.size, (draws, b.size))].mean(axis=1)
+    lo, hi = np.percentile(ra / rb, [2.5, 97.5])
+    return [float(lo), float(hi)]
+
+
+def predictions(
+    cpu_tasks: int,
+    io_tasks: int,
+    profile: HostProfile,
+    size: int,
+    t_prop: float,
+    slice_s: float,
+    kernel_s: float,
+) -> dict[str, dict[str, Any]]:
+    """Every model's predicted rate for one workload (the ablations included)."""
+    w = Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1)
+    out: dict[str, dict[str, Any]] = {}
+    ts = time_slice_bottleneck_rate(
+        w,
+        profile,
+        file_size_bytes=size,
+        propagation_delay_s=t_prop,
+        time_slice_s=slice_s,
+        kernel_s_per_datagram=kernel_s,
+        settle_s=SETTLE_S,
+    )
+    out["timeslice"] = {"rate_bps": ts.rate_bps, "model_time_s": ts.transfer_time_s}
+    # Without slices: the receiver served at the processor-sharing average all the time.
+    shared = _processor_sharing(w, profile, size, t_prop, slice_s, kernel_s)
+    out["timeslice-no-slices"] = {
+        "rate_bps": shared.rate_bps,
+        "model_time_s": shared.transfer_time_s,
+    }
+    # Without finite blasts: every blast scored by the stationary loss alone.
+    curve = ts.curve
+    lam_t = transfer_time(
+        curve.rate_bps, curve.stationary_loss, size, t_prop, packet_payload_bytes=PAYLOAD
+    )
+    times = np.where(lam_t.completes, lam_t.total_s, np.inf)
+    k = int(np.argmin(times))
+    out["timeslice-stationary"] = {
+        "rate_bps": float(curve.rate_bps[k]),
+        "model_time_s": float(times[k]),
+    }
+    paper = workload_bottleneck_rate(w, profile, file_size_bytes=size, propagation_delay_s=t_prop)
+    out["paper"] = {
+        "rate_bps": paper.bottleneck.rate_bps,
+        "model_time_s": paper.bottleneck.transfer_time_s,
+    }
+    return out
+
+
+def _processor_sharing(
+    w: Workload, profile: HostProfile, size: int, t_prop: float, slice_s: float, kernel_s: float
+) -> Any:
+    # c = 0 with the on-rate scaled to the receiver's average share: no vacations.
+    c = competitors_per_core(w.cpu_tasks, w.cores)
+    alone = Workload(cpu_tasks=0, io_tasks=w.io_tasks, cores=w.cores, disks=w.disks)
+    return time_slice_bottleneck_rate(
+        alone,
+        profile.replace(mu_net=profile.mu_net / (1 + c)),
+        file_size_bytes=size,
+        propagation_delay_s=t_prop,
+        time_slice_s=slice_s,
+        kernel_s_per_datagram=kernel_s,
+        settle_s=SETTLE_S,
+    )
+
+
 def run_workload(
     cpu_tasks: int,
     io_tasks: int,
     *,
     profile: HostProfile,
+    slice_s: float,
+    kernel_s: float,
+    capacity_pps: float,
     args: argparse.Namespace,
+    link: Link,
     rx_cpu: int,
     tx_cpu: int,
     src: Path,
@@ -311,27 +640,30 @@ def run_workload(
     budget_deadline: float,
 ) -> dict[str, Any]:
     size = src.stat().st_size
-    model = workload_bottleneck_rate(
-        Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
-        profile,
-        file_size_bytes=size,
-        propagation_delay_s=t_prop,
-    )
-    predicted = model.bottleneck.rate_bps
     line = profile.line_rate_bps
-    grid = [float(r) for r in np.linspace(args.min_rate_fraction * line, line, args.rates)]
-    rates = sorted({*grid, predicted})
-    # The model at every measured rate: its loss and its transfer time.
-    mu = model.service.rate_per_s
-    lam = np.array(rates) / (8.0 * profile.packet_payload_bytes)
-    model_loss = queues.loss_probability(lam, mu, profile.buffer_packets, profile.coalesce_packets)
-    model_time = transfer_time(rates, model_loss, size, t_prop)
+    models = predictions(cpu_tasks, io_tasks, profile, size, t_prop, slice_s, kernel_s)
+    predicted = models["timeslice"]["rate_bps"]
+    # The share rule with the core's whole capacity at full batches (mu_net * N when the
+    # kernel's work is counted in): 0.96 * mu_net * N * S_pkt * 8 / (C + 1).
+    share = 0.96 * capacity_pps * PAYLOAD * 8 / (cpu_tasks + 1)
+    baselines = {"line_rate": line, "half_line": line / 2, "share_rule": min(share, line)}
+    coarse = [line * f for f in (0.25, 0.5, 0.75, 1.0)]
+    fine = [predicted * (1 + d) for d in (-0.4, -0.2, -0.1, -0.05, 0.05, 0.1, 0.2, 0.4)]
+    grid = sorted({round(r) for r in coarse + fine if 0 < r <= line * 1.0001})
+    scored = {round(m["rate_bps"]) for m in models.values()} | {
+        round(b) for b in baselines.values()
+    }
+    rates = sorted(set(grid) | scored)
 
+    load_before = os.getloadavg()[0]
     deadline = min(budget_deadline, time.monotonic() + args.workload_seconds)
-    samples: dict[float, list[dict[str, Any]]] = {r: [] for r in rates}
+    samples: dict[int, list[dict[str, Any]]] = {r: [] for r in rates}
     old = os.sched_getaffinity(0)
     try:
-        with receiver_process(rx_cpu, args, deadline, cpu_tasks, io_tasks, io_file) as port:
+        with receiver_process(rx_cpu, args, link, deadline, cpu_tasks, io_tasks, io_file) as (
+            port,
+            _,
+        ):
             os.sched_setaffinity(0, {tx_cpu})
             time.sleep(0.3)  # let the background tasks settle on the core
             order = random.Random(cpu_tasks * 100 + io_tasks)
@@ -341,129 +673,319 @@ def run_workload(
                 for rate in shuffled:
                     if time.monotonic() > deadline:
                         break
-                    samples[rate].append(_one_transfer(src, port, rate, args, deadline))
+                    samples[rate].append(_one_transfer(src, link, port, rate, args, deadline))
     finally:
         os.sched_setaffinity(0, old)
+    load_during = statistics.fmean(s["load1"] for v in samples.values() for s in v)
 
+    # The models at every measured rate: the default model's first-round loss and time.
+    ts_curve = time_slice_bottleneck_rate(
+        Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
+        profile,
+        file_size_bytes=size,
+        propagation_delay_s=t_prop,
+        time_slice_s=slice_s,
+        kernel_s_per_datagram=kernel_s,
+        settle_s=SETTLE_S,
+        rates_bps=np.array(rates, dtype=float),
+    ).curve
+    paper = workload_bottleneck_rate(
+        Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
+        profile,
+        file_size_bytes=size,
+        propagation_delay_s=t_prop,
+    )
+    lam = np.array(rates, dtype=float) / (8.0 * PAYLOAD)
+    paper_loss = queues.loss_probability(
+        lam, paper.service.rate_per_s, profile.buffer_packets, profile.coalesce_packets
+    )
     per_rate = []
     for i, rate in enumerate(rates):
         ok = [s for s in samples[rate] if s["ok"]]
         per_rate.append(
             {
-                "rate_bps": rate,
-                "predicted": rate == predicted,
+                "rate_bps": float(rate),
+                "in_grid": rate in grid,
                 "runs": len(samples[rate]),
                 "failed": len(samples[rate]) - len(ok),
+                "times_s": [s["time_s"] for s in ok],
                 "time_s": _spread([s["time_s"] for s in ok]),
                 "rounds": _spread([float(s["rounds"]) for s in ok]),
                 "first_round_loss": _spread([s["first_loss"] for s in ok]),
                 "achieved_rate_bps": _spread([s["achieved_rate_bps"] for s in ok]),
                 "load1": _spread([s["load1"] for s in samples[rate]]),
-                "model_loss": float(model_loss[i]),
-                "model_time_s": float(model_time.total_s[i]) if model_time.completes[i] else None,
+                "model_loss": float(ts_curve.first_round_loss[i]),
+                "model_time_s": float(ts_curve.transfer_time_s[i]),
+                "paper_model_loss": float(paper_loss[i]),
             }
         )
-    # Best = lowest mean time among rates where every run completed.
-    complete = [r for r in per_rate if r["failed"] == 0 and r["time_s"].get("n", 0) > 0]
+    by_rate = {round(r["rate_bps"]): r for r in per_rate}
+    complete = [
+        r for r in per_rate if r["in_grid"] and r["failed"] == 0 and r["time_s"].get("n", 0) > 0
+    ]
     best = min(complete, key=lambda r: r["time_s"]["mean"]) if complete else None
-    at_pred = next(r for r in per_rate if r["predicted"])
-    t_pred = at_pred["time_s"].get("mean") if at_pred["failed"] == 0 else None
+    rng = np.random.default_rng(cpu_tasks * 100 + io_tasks)
+
+    def score(rate: float) -> dict[str, Any]:
+        row = by_rate[round(rate)]
+        if best is None or row["failed"] or not row["times_s"]:
+            return {"rate_bps": rate, "time_ratio": None, "time_ratio_ci": None}
+        return {
+            "rate_bps": rate,
+            "time_s": row["time_s"]["mean"],
+            "time_ratio": row["time_s"]["mean"] / best["time_s"]["mean"],
+            "time_ratio_ci": _bootstrap_ratio(row["times_s"], best["times_s"], rng),
+        }
+
+    onset = next(
+        (
+            r["rate_bps"]
+            for r in per_rate
+            if r["in_grid"] and r["first_round_loss"].get("mean", 0) > 0.01
+        ),
+        None,
+    )
+    # What the workload itself explains: its C + I tasks, the receiver and the sender.
+    noisy = load_during > cpu_tasks + io_tasks + 2 + args.noise_margin
+    scored_models = {name: {**m, **score(m["rate_bps"])} for name, m in models.items()}
+    model_onset = next((r["rate_bps"] for r in per_rate if r["model_loss"] > 0.01), None)
     return {
         "cpu_tasks": cpu_tasks,
         "io_tasks": io_tasks,
         "predicted_rate_bps": predicted,
-        "model_interrupt_rate_per_s": mu,
-        "model_loss_at_predicted": model.bottleneck.loss,
-        "model_time_at_predicted_s": model.bottleneck.transfer_time_s,
+        "models": scored_models,
+        "baselines": {name: score(rate) for name, rate in baselines.items()},
         "best_rate_bps": best["rate_bps"] if best else None,
-        "time_at_predicted_s": t_pred,
         "best_time_s": best["time_s"]["mean"] if best else None,
-        "time_ratio": (t_pred / best["time_s"]["mean"]) if (best and t_pred) else None,
+        "time_ratio": scored_models["timeslice"]["time_ratio"],
+        "time_ratio_ci": scored_models["timeslice"]["time_ratio_ci"],
+        "loss_onset_bps": onset,
+        "model_loss_onset_bps": model_onset,
+        "load_before": load_before,
+        "load_during": load_during,
+        "noisy": noisy,
         "rates": per_rate,
     }
 
 
 def plot(result: dict[str, Any], path: str) -> None:
+    """Transfer time and first-round loss against the sending rate, measured (points)
+    and modelled (dashed), one row of panels per (K, N, delay)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for i, w in enumerate(result["workloads"]):
-        color = f"C{i}"
-        pts = [r for r in w["rates"] if r["time_s"].get("n")]
-        x = [r["rate_bps"] / 1e6 for r in pts]
-        y = [r["time_s"]["mean"] for r in pts]
-        e = [r["time_s"]["std"] for r in pts]
-        label = f"C={w['cpu_tasks']}" + (f", I={w['io_tasks']}" if w["io_tasks"] else "")
-        ax.errorbar(x, y, yerr=e, marker="o", ms=3, capsize=2, color=color, label=label)
-        ax.axvline(w["predicted_rate_bps"] / 1e6, color=color, linestyle=":", linewidth=1.2)
-    ax.set_xlabel("sending rate (Mbps)")
-    ax.set_ylabel("file-transfer time (s)")
+    ws = result["workloads"]
+    keys = list(dict.fromkeys((w["buffer_packets"], w["batch_packets"], w["delay_s"]) for w in ws))
+    fig, axes = plt.subplots(len(keys), 2, figsize=(11, 3.6 * len(keys)), squeeze=False)
+    for row, key in enumerate(keys):
+        ax_t, ax_l = axes[row]
+        group = [w for w in ws if (w["buffer_packets"], w["batch_packets"], w["delay_s"]) == key]
+        for i, w in enumerate(group):
+            color = f"C{i}"
+            pts = [r for r in w["rates"] if r["time_s"].get("n")]
+            x = [r["rate_bps"] / 1e6 for r in pts]
+            label = f"C={w['cpu_tasks']}, I={w['io_tasks']}" + (" (noisy)" if w["noisy"] else "")
+            ax_t.errorbar(
+                x,
+                [r["time_s"]["mean"] for r in pts],
+                yerr=[r["time_s"]["std"] for r in pts],
+                marker="o",
+                ms=3,
+                capsize=2,
+                linestyle="none",
+                color=color,
+                label=label,
+            )
+            ax_t.plot(x, [r["model_time_s"] for r in pts], color=color, linestyle="--", lw=1)
+            ax_t.axvline(w["predicted_rate_bps"] / 1e6, color=color, linestyle=":", lw=1.2)
+            ax_l.errorbar(
+                x,
+                [r["first_round_loss"]["mean"] for r in pts],
+                yerr=[r["first_round_loss"]["std"] for r in pts],
+                marker="o",
+                ms=3,
+                capsize=2,
+                linestyle="none",
+                color=color,
+                label=label,
+            )
+            ax_l.plot(x, [r["model_loss"] for r in pts], "--", color=color, lw=1)
+        K, N, delay = key
+        ax_t.set_title(
+            f"K={K} N={N} delay {delay * 1e3:g} ms: time (dashed: model, dotted: predicted)",
+            fontsize=10,
+        )
+        ax_l.set_title(f"K={K} N={N} delay {delay * 1e3:g} ms: first-round loss", fontsize=10)
+        ax_t.set_ylabel("transfer time (s)")
+        ax_l.set_ylabel("first-round loss")
+        for ax in (ax_t, ax_l):
+            ax.set_xlabel("sending rate (Mbit/s)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
     cfg = result["config"]
-    ax.set_title(
-        f"RBUDP over loopback, {cfg['file_size_bytes'] / 1e6:g} MB, "
-        f"T_prop {cfg['delay_s'] * 1e3:g} ms "
-        "(dotted: predicted rate)",
-        fontsize=9,
+    fig.suptitle(
+        f"RBUDP over {cfg['link']}, {cfg['file_size_bytes'] / 1e6:g} MB, "
+        f"{cfg['runs']} runs per rate",
+        fontsize=11,
     )
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _fmt(x: float | None, spec: str = ".3f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def report(result: dict[str, Any]) -> None:
+    """Print the table, misses first."""
+    ws = result["workloads"]
+    print()
+    misses = []
+    for w in ws:
+        tag = (
+            f"K={w['buffer_packets']} N={w['batch_packets']} delay {w['delay_s'] * 1e3:g} ms "
+            f"C={w['cpu_tasks']} I={w['io_tasks']}"
+        )
+        if w["noisy"]:
+            misses.append(f"{tag}: noisy (load {w['load_during']:.1f}), not scored")
+            continue
+        r, ci = w["time_ratio"], w["time_ratio_ci"]
+        limit = 1.05 if w["delay_s"] >= 0.1 else 1.10
+        if r is None or r > limit:
+            misses.append(f"{tag}: time ratio {_fmt(r)} > {limit}")
+        onset, pred = w["loss_onset_bps"], w["predicted_rate_bps"]
+        line = w["line_rate_bps"]
+        if onset is None:
+            if pred < 0.9 * line:
+                misses.append(
+                    f"{tag}: no loss up to the line rate, predicted {pred / 1e6:.0f} Mbit/s"
+                )
+        elif abs(pred - onset) > 0.1 * onset:
+            misses.append(
+                f"{tag}: predicted {pred / 1e6:.0f} vs measured onset {onset / 1e6:.0f} Mbit/s"
+            )
+        gap = max(
+            (
+                abs(x["first_round_loss"]["mean"] - x["model_loss"])
+                for x in w["rates"]
+                if x["first_round_loss"].get("n") and (onset is None or x["rate_bps"] < 2 * onset)
+            ),
+            default=0.0,
+        )
+        if gap > 0.03:
+            misses.append(f"{tag}: loss curve off by {100 * gap:.1f} points")
+    print("misses:" if misses else "misses: none")
+    for m in misses:
+        print("  " + m)
+    print()
+    names = ["timeslice", "timeslice-no-slices", "timeslice-stationary", "paper"]
+    bases = ["line_rate", "half_line", "share_rule"]
+    print(
+        f"{'K':>5} {'N':>3} {'ms':>4} {'C':>2} {'I':>2} {'onset':>7} {'best':>7} "
+        + " ".join(f"{n[:14]:>22}" for n in names + bases)
+    )
+    for w in ws:
+        cells = []
+        for entry in [w["models"][n] for n in names] + [w["baselines"][b] for b in bases]:
+            ci = entry.get("time_ratio_ci")
+            cells.append(
+                f"{entry['rate_bps'] / 1e6:5.0f}:{_fmt(entry.get('time_ratio'))}"
+                f"[{_fmt(ci[0] if ci else None, '.2f')},{_fmt(ci[1] if ci else None, '.2f')}]"
+            )
+        print(
+            f"{w['buffer_packets']:>5} {w['batch_packets']:>3} {w['delay_s'] * 1e3:>4.0f} "
+            f"{w['cpu_tasks']:>2} {w['io_tasks']:>2} "
+            f"{_fmt((w['loss_onset_bps'] or 0) / 1e6, '7.0f')} "
+            f"{_fmt((w['best_rate_bps'] or 0) / 1e6, '7.0f')} "
+            + " ".join(f"{c:>22}" for c in cells)
+            + ("  NOISY" if w["noisy"] else "")
+        )
+    worst = {}
+    for n in names + bases:
+        vals = [
+            (w["models"].get(n) or w["baselines"].get(n))["time_ratio"]
+            for w in ws
+            if not w["noisy"]
+        ]
+        vals = [v for v in vals if v is not None]
+        worst[n] = max(vals) if vals else None
+    print("worst time ratio: " + ", ".join(f"{n} {_fmt(v)}" for n, v in worst.items()))
+    result["worst_time_ratio"] = worst
+    result["misses"] = misses
+
+
+def _list(text: str, kind: type) -> list[Any]:
+    return [kind(x) for x in str(text).split(",") if x.strip()]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--quick", action="store_true", help="under five minutes")
+    ap.add_argument(
+        "--quick", action="store_true", help="a representative subset, under five minutes"
+    )
     ap.add_argument("--cpu-tasks", default="0,1,2,3", help="C values, comma-separated")
-    ap.add_argument("--io-tasks", default="0", help="I values, comma-separated (each with every C)")
+    ap.add_argument(
+        "--io-tasks", default=None, help="I values, comma-separated [default: 0,1,2,3; quick 0]"
+    )
     ap.add_argument("--file-size", type=int, default=None, help="bytes")
-    ap.add_argument("--delay", type=float, default=None, help="emulated one-way delay (s)")
-    ap.add_argument("--runs", type=int, default=None)
-    ap.add_argument("--rates", type=int, default=None, help="grid points")
-    ap.add_argument("--min-rate-fraction", type=float, default=0.15)
-    ap.add_argument("--batch", type=int, default=8, help="N: datagrams per wake-up")
+    ap.add_argument(
+        "--delay", default=None, help="emulated one-way delays (s), comma-separated [0.01,0.1]"
+    )
+    ap.add_argument("--runs", type=int, default=None, help="transfers per rate (at least 5)")
+    ap.add_argument("--batch", default=None, help="N values, comma-separated [8,32; quick 8]")
     ap.add_argument(
         "--rcvbuf",
-        type=int,
-        default=2_000_000,
-        help="SO_RCVBUF (bytes) of the receiver; 0 = the system default (see README)",
+        default=None,
+        help="SO_RCVBUF values (bytes), comma-separated; 0 = the system default [0,2000000]",
+    )
+    ap.add_argument("--link", choices=["veth", "loopback"], default="veth")
+    ap.add_argument(
+        "--line-rate",
+        type=float,
+        default=1e9,
+        help="tbf rate of the veth link (payload bit/s); lowered to 85 %% of the sender's "
+        "maximum, in steps of 50 Mbit/s, when the sender cannot reach it",
     )
     ap.add_argument("--max-rounds", type=int, default=200)
     ap.add_argument("--transfer-timeout", type=float, default=30.0)
-    ap.add_argument(
-        "--max-burst",
-        type=int,
-        default=256,
-        help="packets the pacer may send back to back to catch up after a stall",
-    )
+    ap.add_argument("--max-burst", type=int, default=32, help="sender's catch-up burst (packets)")
     ap.add_argument(
         "--nice", type=int, default=-10, help="autogroup nice of this benchmark's session"
     )
     ap.add_argument(
-        "--profile-json", default=None, help="reuse a calibration from an earlier --json"
+        "--noise-margin",
+        type=float,
+        default=1.0,
+        help="load above the workload's own that marks a row noisy",
+    )
+    ap.add_argument(
+        "--budget", type=float, default=None, help="wall-time limit (s) [quick 290, else 3 h]"
+    )
+    ap.add_argument(
+        "--profile-json", default=None, help="reuse the calibration of an earlier --json"
     )
     ap.add_argument("--json", default=None, help="write the results here")
-    ap.add_argument("--plot", default=None, help="write the Fig. 4-style plot here (PNG)")
+    ap.add_argument("--plot", default=None, help="write the plot here (PNG)")
     args = ap.parse_args()
-    # Stopped by `timeout` or kill: still remove the temporary files (finally blocks).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    args.rcvbuf = args.rcvbuf or None
     quick = args.quick
-    args.file_size = args.file_size or (20_000_000 if quick else 100_000_000)
-    args.delay = args.delay if args.delay is not None else (0.01 if quick else 0.05)
-    args.runs = args.runs or (3 if quick else 5)
-    args.rates = args.rates or (7 if quick else 12)
-    budget = 270.0 if quick else 3600.0
-    cpu_list = [int(x) for x in args.cpu_tasks.split(",")]
-    io_list = [int(x) for x in args.io_tasks.split(",")]
+    args.file_size = args.file_size or 20_000_000
+    delays = _list(args.delay or ("0.01" if quick else "0.01,0.1"), float)
+    batches = _list(args.batch or ("8" if quick else "8,32"), int)
+    rcvbufs = [x or None for x in _list(args.rcvbuf or ("2000000,0"), int)]
+    if quick and args.rcvbuf is None:
+        rcvbufs = [2_000_000]
+    args.runs = max(args.runs or 5, 3 if quick else 5)
+    cpu_list = _list(args.cpu_tasks, int)
+    io_list = _list(args.io_tasks or ("0" if quick else "0,1,2,3"), int)
+    groups = [(r, n, d) for r in rcvbufs for n in batches for d in delays]
     workloads = [(c, i) for i in io_list for c in cpu_list]
-    args.workload_seconds = (budget - 40) / len(workloads)
+    budget = args.budget or (290.0 if quick else 3 * 3600.0)
     start = time.monotonic()
     budget_deadline = start + budget
 
@@ -472,12 +994,7 @@ def main() -> None:
         sys.exit("needs two cores")
     rx_cpu, tx_cpu = cores[0], cores[1]
     isolation = isolate(args.nice)
-    print(f"# scheduler: {isolation}")
-    print(
-        f"# {platform.node()} {platform.release()} cores rx={rx_cpu} tx={tx_cpu}; "
-        f"load {os.getloadavg()}"
-    )
-
+    print(f"# scheduler: {isolation}; load before {os.getloadavg()}")
     tmp = Path(
         tempfile.mkdtemp(
             prefix="blastrate-validate-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None
@@ -485,144 +1002,165 @@ def main() -> None:
     )
     src = tmp / "payload.bin"
     src.write_bytes(np.random.default_rng(1).bytes(args.file_size))
+    main_ns = os.open("/proc/self/ns/net", os.O_RDONLY)
+    link = Link(args.link, args.line_rate, rx_cpu)
+    results: list[dict[str, Any]] = []
+    datagram = HEADER_BYTES + PAYLOAD
     try:
-        datagram = HEADER_BYTES + PAYLOAD
-        k = measure_buffer_packets(datagram, rcvbuf_bytes=args.rcvbuf)
-        if args.profile_json:
-            saved = json.loads(Path(args.profile_json).read_text())
-            calibration = saved["calibration"]
-            profile = HostProfile(**calibration["profile"]).replace(
-                buffer_packets=k, coalesce_packets=min(args.batch, k)
-            )
-        else:
-            datagrams, process = receive_path(PAYLOAD)
-            net = measure_net_service(
-                batch_packets=args.batch,
-                payload_bytes=PAYLOAD,
-                datagrams=datagrams,
-                process=process,
-                runs=3 if quick else 5,
-                seconds=1.0 if quick else 2.0,
-                receiver_cpu=rx_cpu,
-                sender_cpu=tx_cpu,
-            )
-            io = measure_io_service(
-                file_bytes=64 * 2**20 if quick else 512 * 2**20,
-                runs=3 if quick else 5,
-                reads=500 if quick else 2000,
-                cpu=rx_cpu,
-                directory="/var/tmp",
-            )
-            line_rates = sender_max_rate(src, rx_cpu, tx_cpu, args)
-            profile = HostProfile(
-                name="validate-transfer",
-                mu_io_cpu=io.mu_io_cpu.mean,
-                mu_disk=io.mu_disk.mean,
-                mu_net=net.mu_net.mean,
-                buffer_packets=k,
-                coalesce_packets=min(args.batch, k),
-                line_rate_bps=statistics.fmean(line_rates),
-                packet_payload_bytes=PAYLOAD,
-            )
-            calibration = {
-                "net": net.to_dict(),
-                "io": io.to_dict(),
-                "sender_max_rate_bps": _spread(line_rates),
-                "load1_during": os.getloadavg()[0],
-            }
-        calibration["profile"] = profile.to_dict()
-        rtt = _loopback_rtt()
-        t_prop = args.delay + rtt / 2.0
-        print(
-            f"# mu_net {profile.mu_net:.0f}/s (N={profile.coalesce_packets}), "
-            f"K={k} datagrams of {datagram} B, "
-            f"line (sender max) {profile.line_rate_bps / 1e6:.0f} Mbps, "
-            f"mu_io_cpu {profile.mu_io_cpu:.0f}/s, "
-            f"mu_disk {profile.mu_disk:.0f}/s, T_prop {t_prop * 1e3:.3f} ms"
-        )
-
-        io_file = None
-        if any(i for _, i in workloads):
-            io_file = Path(tempfile.mkstemp(prefix=".blastrate-io-", dir="/var/tmp")[1])
-            write_line_file(io_file, 256 * 2**20)
-        results = []
-        try:
-            for c, i in workloads:
-                w = run_workload(
-                    c,
-                    i,
-                    profile=profile,
-                    args=args,
-                    rx_cpu=rx_cpu,
-                    tx_cpu=tx_cpu,
-                    src=src,
-                    io_file=io_file,
-                    t_prop=t_prop,
-                    budget_deadline=budget_deadline,
+        with link:
+            print(f"# link: {link.kind}; {link.note}")
+            _setns(link.tx_ns)  # this process is the sender
+            # Calibrate with the receiver as in the first group (never a scored run).
+            args.rcvbuf, args.batch, args.delay = 2_000_000, batches[0], 0.0
+            if args.profile_json:
+                calibration = json.loads(Path(args.profile_json).read_text())["calibration"]
+                base = HostProfile(**calibration["profile"])
+            else:
+                net = calibrate_link(src, rx_cpu, tx_cpu, args, link, runs=2 if quick else 3)
+                sender_max = net["sender_max_rate_bps"]["mean"]
+                line = args.line_rate
+                if link.kind == "veth" and sender_max < line * 1.05:
+                    lowered = max(50e6, 50e6 * int(0.85 * sender_max // 50e6))
+                    print(
+                        f"# sender max {sender_max / 1e6:.0f} Mbit/s < line {line / 1e6:.0f}: "
+                        f"line lowered to {lowered / 1e6:.0f} Mbit/s"
+                    )
+                    link.line_rate_bps = lowered
+                    link._remove()
+                    link.__enter__()
+                    _setns(link.tx_ns)
+                    line = lowered
+                elif link.kind == "loopback":
+                    line = sender_max
+                io = measure_io_service(
+                    file_bytes=64 * 2**20 if quick else 256 * 2**20,
+                    runs=3,
+                    reads=500 if quick else 2000,
+                    cpu=rx_cpu,
+                    directory="/var/tmp",
                 )
-                results.append(w)
-                ratio = w["time_ratio"]
-                print(
-                    f"C={c} I={i}: predicted {w['predicted_rate_bps'] / 1e6:7.1f} Mbps, "
-                    f"best {(w['best_rate_bps'] or 0) / 1e6:7.1f} Mbps, "
-                    f"time at predicted {w['time_at_predicted_s'] or float('nan'):.3f} s, "
-                    f"best {w['best_time_s'] or float('nan'):.3f} s, "
-                    f"ratio {ratio if ratio is not None else float('nan'):.3f}",
-                    flush=True,
+                slices = measure_time_slice(cpu=rx_cpu, runs=3 if quick else 5)
+                base = HostProfile(
+                    name="validate-transfer",
+                    mu_io_cpu=io.mu_io_cpu.mean,
+                    mu_disk=io.mu_disk.mean,
+                    mu_net=net["mu_net"],
+                    buffer_packets=64,
+                    coalesce_packets=batches[0],
+                    line_rate_bps=line,
+                    packet_payload_bytes=PAYLOAD,
                 )
-        finally:
-            if io_file is not None:
-                io_file.unlink(missing_ok=True)
-
-        result = {
-            "config": {
-                "quick": quick,
-                "file_size_bytes": args.file_size,
-                "delay_s": args.delay,
-                "t_prop_s": t_prop,
-                "runs": args.runs,
-                "grid_points": args.rates,
-                "batch_packets": args.batch,
-                "max_burst_packets": args.max_burst,
-                "buffer_packets": k,
-                "rcvbuf_bytes": args.rcvbuf,
-                "host": platform.node(),
-                "kernel": platform.release(),
-                "cores": [rx_cpu, tx_cpu],
-                "scheduler": isolation,
-                "elapsed_s": time.monotonic() - start,
-                "load_end": os.getloadavg(),
-            },
-            "calibration": calibration,
-            "workloads": results,
-        }
-        print()
-        print(
-            f"{'C':>2} {'I':>2} {'predicted':>10} {'best':>10} {'t@pred':>8} {'t best':>8} "
-            f"{'ratio':>6}  per-rate mean time (s) [model]"
-        )
-        for w in results:
-            cells = " ".join(
-                f"{r['rate_bps'] / 1e6:.0f}:{r['time_s'].get('mean', float('nan')):.3f}"
-                f"[{r['model_time_s'] if r['model_time_s'] is not None else float('inf'):.3f}]"
-                for r in w["rates"]
-            )
+                calibration = {
+                    "net": net,
+                    "io": io.to_dict(),
+                    "time_slice_s": slices.to_dict(),
+                    "load1_during": os.getloadavg()[0],
+                    "profile": base.to_dict(),
+                }
+            net = calibration["net"]
+            slice_s = calibration["time_slice_s"]["mean"]
+            kernel_s = net["kernel_s_per_datagram"]
+            t_rtt = net["round_trip_s"] / 2.0
             print(
-                f"{w['cpu_tasks']:>2} {w['io_tasks']:>2} {w['predicted_rate_bps'] / 1e6:>10.1f} "
-                f"{(w['best_rate_bps'] or 0) / 1e6:>10.1f} "
-                f"{w['time_at_predicted_s'] or float('nan'):>8.3f} "
-                f"{w['best_time_s'] or float('nan'):>8.3f} "
-                f"{w['time_ratio'] or float('nan'):>6.3f}  {cells}"
+                f"# per wake-up {net['per_wakeup_s'] * 1e6:.2f} us + per datagram "
+                f"{net['per_datagram_s'] * 1e6:.2f} us (receiver), kernel "
+                f"{kernel_s * 1e6:.2f} us/datagram, line {base.line_rate_bps / 1e6:.0f} Mbit/s, "
+                f"slice {slice_s * 1e3:.2f} ms, mu_io_cpu {base.mu_io_cpu:.0f}/s, "
+                f"mu_disk {base.mu_disk:.0f}/s, half RTT {t_rtt * 1e6:.0f} us",
+                flush=True,
             )
-        print(f"# elapsed {result['config']['elapsed_s']:.0f} s; load at end {os.getloadavg()}")
-        if args.json:
-            Path(args.json).write_text(json.dumps(result, indent=1))
-        if args.plot:
-            plot(result, args.plot)
-
+            io_file = None
+            if any(i for _, i in workloads):
+                io_file = Path(tempfile.mkstemp(prefix=".blastrate-io-", dir="/var/tmp")[1])
+                write_line_file(io_file, 256 * 2**20)
+            cells = len(groups) * len(workloads)
+            try:
+                for rcvbuf, batch, delay in groups:
+                    args.rcvbuf, args.batch, args.delay = rcvbuf, batch, delay
+                    k = measure_buffer_packets(datagram, rcvbuf_bytes=rcvbuf)
+                    profile = base.replace(
+                        buffer_packets=k,
+                        coalesce_packets=min(batch, k),
+                        mu_net=1.0 / (net["per_wakeup_s"] + batch * net["per_datagram_s"]),
+                    )
+                    capacity_pps = 1.0 / (
+                        net["per_wakeup_s"] / batch + net["per_datagram_s"] + kernel_s
+                    )
+                    t_prop = delay + t_rtt
+                    print(f"## K={k} (SO_RCVBUF {rcvbuf}), N={batch}, delay {delay * 1e3:g} ms")
+                    for c, i in workloads:
+                        left = cells - len(results)
+                        args.workload_seconds = (budget_deadline - time.monotonic() - 5) / left
+                        w = run_workload(
+                            c,
+                            i,
+                            profile=profile,
+                            slice_s=slice_s,
+                            kernel_s=kernel_s,
+                            capacity_pps=capacity_pps,
+                            args=args,
+                            link=link,
+                            rx_cpu=rx_cpu,
+                            tx_cpu=tx_cpu,
+                            src=src,
+                            io_file=io_file,
+                            t_prop=t_prop,
+                            budget_deadline=budget_deadline,
+                        )
+                        w.update(
+                            buffer_packets=k,
+                            rcvbuf_bytes=rcvbuf,
+                            batch_packets=batch,
+                            delay_s=delay,
+                            line_rate_bps=profile.line_rate_bps,
+                        )
+                        results.append(w)
+                        print(
+                            f"C={c} I={i}: predicted {w['predicted_rate_bps'] / 1e6:.0f}, onset "
+                            f"{_fmt((w['loss_onset_bps'] or 0) / 1e6, '.0f')} (model "
+                            f"{_fmt((w['model_loss_onset_bps'] or 0) / 1e6, '.0f')}), best "
+                            f"{_fmt((w['best_rate_bps'] or 0) / 1e6, '.0f')} Mbit/s, ratio "
+                            f"{_fmt(w['time_ratio'])} {w['time_ratio_ci']}; load "
+                            f"{w['load_before']:.2f}/{w['load_during']:.2f}",
+                            flush=True,
+                        )
+            finally:
+                if io_file is not None:
+                    io_file.unlink(missing_ok=True)
     finally:
+        with contextlib.suppress(OSError):
+            ctypes.CDLL(None, use_errno=True).setns(main_ns, _CLONE_NEWNET)
+        os.close(main_ns)
         src.unlink(missing_ok=True)
         tmp.rmdir()
+    result = {
+        "config": {
+            "quick": quick,
+            "link": link.kind,
+            "link_note": link.note,
+            "line_rate_bps": base.line_rate_bps,
+            "file_size_bytes": args.file_size,
+            "delays_s": delays,
+            "batches": batches,
+            "rcvbufs": rcvbufs,
+            "runs": args.runs,
+            "max_burst_packets": args.max_burst,
+            "host": platform.node(),
+            "kernel": platform.release(),
+            "cores": [rx_cpu, tx_cpu],
+            "scheduler": isolation,
+            "elapsed_s": time.monotonic() - start,
+            "load_end": os.getloadavg(),
+        },
+        "calibration": calibration,
+        "workloads": results,
+    }
+    report(result)
+    print(f"# elapsed {result['config']['elapsed_s']:.0f} s; load at end {os.getloadavg()}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    if args.plot:
+        plot(result, args.plot)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ from typing import Any
 from .profiles import HostProfile
 
 __all__ = [
+    "IdleSpinner",
     "IoCalibration",
     "NetCalibration",
     "Spread",
@@ -66,6 +67,7 @@ __all__ = [
     "measure_buffer_packets",
     "measure_io_service",
     "measure_net_service",
+    "measure_time_slice",
     "run_io_task",
     "write_line_file",
 ]
@@ -272,6 +274,151 @@ def _blast(
     finally:
         sent.value = n
         s.close()
+
+
+def _count_spins(cpu: int, counter: Any, stop: Any) -> None:
+    os.sched_setaffinity(0, {cpu})
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    while not stop.is_set():
+        for _ in range(20_000):
+            pass
+        counter.value += 1
+
+
+class IdleSpinner:
+    """A lowest-priority busy loop on one CPU that tells how much of it others used.
+
+    The loop runs under ``SCHED_IDLE``: any other task, and all interrupt and softirq
+    work, takes the CPU from it at once, so its progress measures the CPU time that
+    everything else used, precisely (``/proc/stat`` samples kernel time by the
+    scheduler tick, and charges softirq work to whichever task it interrupted).
+
+    Use as a context manager; :meth:`busy_fraction` measures a span::
+
+        with IdleSpinner(cpu=0) as spin:
+            start = spin.mark()
+            work()
+            used = spin.busy_fraction(start)   # share of the CPU the work took
+
+    Parameters
+    ----------
+    cpu : int
+        The CPU to watch.
+    baseline_s : float, default 0.5
+        How long to measure the loop's speed with nothing else running (s).
+    """
+
+    def __init__(self, cpu: int, baseline_s: float = 0.5) -> None:
+        self.cpu = cpu
+        self.baseline_s = baseline_s
+        ctx = multiprocessing.get_context("fork")
+        self._counter = ctx.Value("q", 0, lock=False)
+        self._stop = ctx.Event()
+        self._proc = ctx.Process(
+            target=_count_spins, args=(cpu, self._counter, self._stop), daemon=True
+        )
+        self.idle_rate = math.nan
+
+    def __enter__(self) -> IdleSpinner:
+        self._proc.start()
+        first = self.mark()
+        time.sleep(self.baseline_s)
+        count, t = self.mark()
+        self.idle_rate = (count - first[0]) / (t - first[1])
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._proc.join(5)
+        if self._proc.is_alive():
+            self._proc.kill()
+
+    def mark(self) -> tuple[int, float]:
+        """The loop's count and the monotonic time (s) now."""
+        return int(self._counter.value), time.monotonic()
+
+    def busy_fraction(self, since: tuple[int, float]) -> tuple[float, float]:
+        """Share of the CPU others used since ``since`` (0..1), and the span (s)."""
+        count, t = self.mark()
+        span = t - since[1]
+        done = (count - since[0]) / (self.idle_rate * span) if span > 0 else 1.0
+        return min(max(1.0 - done, 0.0), 1.0), span
+
+
+def _spin(cpu: int, seconds: float) -> None:
+    os.sched_setaffinity(0, {cpu})
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for _ in range(10_000):
+            pass
+
+
+def measure_time_slice(
+    *,
+    cpu: int | None = None,
+    runs: int = 5,
+    seconds: float = 1.0,
+    gap_s: float = 50e-6,
+) -> Spread:
+    """Measure the scheduler's time slice: how long another CPU-bound task holds the CPU.
+
+    This process and one busy loop share ``cpu``; this process reads the clock as fast
+    as it can, and every gap longer than ``gap_s`` is a time the other task ran.  The
+    mean gap is the slice that a receiver waits for each competitor (what
+    :func:`queues.modulated.time_slice_environment` needs), measured rather than read
+    from the scheduler's settings (``/sys/kernel/debug/sched/base_slice_ns`` is often
+    unreadable, and the slice a task really gets also depends on wake-up preemption).
+
+    Parameters
+    ----------
+    cpu : int, optional
+        The CPU to measure (default: the first this process may use).
+    runs : int, default 5
+        Repetitions (1..100), one mean gap each.
+    seconds : float, default 1
+        Length of each run (s), in (0, 600].
+    gap_s : float, default 5e-5
+        Shortest gap counted as a slice of the other task (s); the clock loop itself
+        takes well under a microsecond.
+
+    Returns
+    -------
+    Spread
+        Mean slice per run (s).
+    """
+    if not 1 <= runs <= 100:
+        raise ValueError(f"runs must lie in [1, 100], got {runs}")
+    if not 0 < seconds <= MAX_RUN_SECONDS:
+        raise ValueError(f"seconds must lie in (0, {MAX_RUN_SECONDS:g}], got {seconds}")
+    target = sorted(os.sched_getaffinity(0))[0] if cpu is None else cpu
+    ctx = multiprocessing.get_context("fork")
+    old = os.sched_getaffinity(0)
+    slices: list[float] = []
+    try:
+        os.sched_setaffinity(0, {target})
+        for _ in range(runs):
+            other = ctx.Process(target=_spin, args=(target, seconds + 1.0), daemon=True)
+            other.start()
+            try:
+                clock = time.perf_counter
+                gaps: list[float] = []
+                last = clock()
+                end = last + seconds
+                while last < end:
+                    now = clock()
+                    if now - last > gap_s:
+                        gaps.append(now - last)
+                    last = now
+            finally:
+                other.terminate()
+                other.join(5)
+            if gaps:
+                slices.append(statistics.fmean(gaps))
+    finally:
+        os.sched_setaffinity(0, old)
+    if not slices:
+        raise RuntimeError("no other task ran on the CPU: cannot measure its slice")
+    return Spread.of(slices)
 
 
 def _two_cpus(receiver_cpu: int | None, sender_cpu: int | None) -> tuple[int, int]:

@@ -76,6 +76,9 @@ __all__ = [
 
 #: Environment variable that points every store at another database.
 DATABASE_URL_ENV = "BLASTRATE_DATABASE_URL"
+#: The profile used when no host default is set: the paper's.
+_FALLBACK_PROFILE = "sx280-2007"
+
 #: Largest provenance object stored beside a profile (bytes of compact JSON).
 MAX_PROVENANCE_BYTES = 65_536
 
@@ -109,6 +112,14 @@ def database_url(url: str | None = None) -> str:
 
 class _Base(DeclarativeBase):
     metadata = MetaData()
+
+
+class _HostDefaultRow(_Base):
+    # One row at most: the profile this host's computations use when none is named.
+    __tablename__ = "host_default"
+
+    slot: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64))
 
 
 class _ProfileRow(_Base):
@@ -375,6 +386,41 @@ class ProfileStore:
             with Session(for_writing(self._db())) as session, session.begin():
                 result = session.execute(delete(_ProfileRow).where(_ProfileRow.name == name))
                 return bool(getattr(result, "rowcount", 0))
+        except SQLAlchemyError as exc:
+            raise ProfileStoreError(f"profile database write failed: {type(exc).__name__}") from exc
+
+    # -- the host default ----------------------------------------------------------------
+    def default_name(self) -> str | None:
+        """The profile this host uses when none is named (set by ``blastrate calibrate``),
+        or None when none was set or it has since been deleted."""
+        row = self._read(lambda s: s.get(_HostDefaultRow, 1))
+        if row is None:
+            return None
+        if row.name in HOST_PROFILES:
+            return str(row.name)
+        exists = self._read(lambda s: s.get(_ProfileRow, row.name))
+        return None if exists is None else str(row.name)
+
+    def default_entry(self) -> StoredProfile:
+        """The host default's profile and provenance; the paper's ``sx280-2007`` when no
+        default is set."""
+        return self.entry(self.default_name() or _FALLBACK_PROFILE)
+
+    def set_default(self, name: str | None) -> None:
+        """Make ``name`` (an existing profile) this host's default; None clears it.
+
+        Raises
+        ------
+        WorkloadError
+            ``field="profile"`` for an unknown name.
+        """
+        if name is not None:
+            self.entry(name)  # refuses an unknown name
+        try:
+            with Session(for_writing(self._db())) as session, session.begin():
+                session.execute(delete(_HostDefaultRow))
+                if name is not None:
+                    session.add(_HostDefaultRow(slot=1, name=name))
         except SQLAlchemyError as exc:
             raise ProfileStoreError(f"profile database write failed: {type(exc).__name__}") from exc
 

@@ -323,6 +323,11 @@ class Receiver:
         Replace an existing file of the same name.
     drop : callable, optional
         Test hook ``drop(seq, round) -> bool``: drop that valid datagram.
+    advisor : callable, optional
+        ``advisor(file_size, request) -> advice`` with a ``to_dict()``
+        (:class:`transport.advice.ReceiverAdvisor`): answers a sender whose HELLO asks
+        for the rate to send at (``"advise"``).  Without one such a sender is told that
+        this receiver gives no advice.
     """
 
     def __init__(
@@ -338,6 +343,7 @@ class Receiver:
         limits: ReceiverLimits | None = None,
         overwrite: bool = False,
         drop: Callable[[int, int], bool] | None = None,
+        advisor: Callable[[int, Any], Any] | None = None,
     ) -> None:
         self.output_dir = Path(output_dir)
         if not self.output_dir.is_dir():
@@ -349,6 +355,7 @@ class Receiver:
         self.limits = limits or ReceiverLimits()
         self.overwrite = overwrite
         self.drop = drop
+        self.advisor = advisor
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._listener = socket.socket(family, socket.SOCK_STREAM)
         self._udp = socket.socket(family, socket.SOCK_DGRAM)
@@ -430,7 +437,10 @@ class Receiver:
         try:
             report = ReceiveReport(path=transfer.final, size=transfer.codec.file_size)
             self._flush_udp()
-            channel.send_json(MessageKind.ACCEPT, {"udp_port": self.udp_port})
+            accept: dict[str, Any] = {"udp_port": self.udp_port}
+            if "advise" in hello:
+                accept["advice"] = self._advice(transfer.codec.file_size, hello["advise"])
+            channel.send_json(MessageKind.ACCEPT, accept)
             self._rounds(channel, transfer, report, deadline)
             report.sha256 = transfer.finish()
             report.elapsed_s = time.monotonic() - start
@@ -448,6 +458,18 @@ class Receiver:
         except BaseException:
             transfer.discard()
             raise
+
+    def _advice(self, file_size: int, request: Any) -> dict[str, Any]:
+        # A failure to advise is the sender's to handle (it may send at another rate):
+        # it never fails the transfer.
+        if self.advisor is None:
+            return {"error": "this receiver gives no rate advice (start it with a profile)"}
+        try:
+            advice: dict[str, Any] = self.advisor(file_size, request).to_dict()
+        except Exception as exc:
+            field = getattr(exc, "field", None) or type(exc).__name__
+            return {"error": f"{field}: {str(exc)[:400]}"}
+        return advice
 
     @staticmethod
     def _refuse(channel: ControlChannel, exc: ReceiveError) -> None:

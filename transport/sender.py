@@ -19,6 +19,7 @@ import mmap
 import os
 import secrets
 import socket
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ __all__ = [
     "SendReport",
     "blast",
     "send_file",
+    "tcp_round_trip_s",
 ]
 
 #: Most packets the pacer sends back to back to catch up with its schedule.
@@ -130,6 +132,8 @@ class SendReport:
         Digest of the file sent (hex).
     receiver_sha256 : str
         Digest of the file the receiver wrote (hex).
+    advice : dict or None
+        The receiver's rate advice when it was asked for (see ``send_file(advise=)``).
     """
 
     name: str
@@ -141,6 +145,7 @@ class SendReport:
     total_s: float = 0.0
     sha256: str = ""
     receiver_sha256: str = ""
+    advice: dict[str, Any] | None = None
 
     @property
     def digest_ok(self) -> bool:
@@ -161,6 +166,7 @@ class SendReport:
             "sha256": self.sha256,
             "receiver_sha256": self.receiver_sha256,
             "digest_ok": self.digest_ok,
+            **({} if self.advice is None else {"advice": self.advice}),
         }
 
 
@@ -222,6 +228,40 @@ def blast(
     return clock() - t0
 
 
+_TCP_INFO_RTT = struct.Struct("=I")  # tcpi_rtt (us), at offset 68 of Linux's struct tcp_info
+_TCP_INFO_RTT_OFFSET = 68
+
+
+def tcp_round_trip_s(sock: socket.socket) -> float | None:
+    """The kernel's smoothed round-trip time of a connected TCP socket (s), or None.
+
+    Right after ``connect`` it is the SYN / SYN-ACK exchange: a round trip measured
+    without sending anything the peer has to answer.
+    """
+    tcp_info = getattr(socket, "TCP_INFO", None)
+    if tcp_info is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return None
+    try:
+        raw = sock.getsockopt(socket.IPPROTO_TCP, tcp_info, 104)
+    except OSError:
+        return None
+    if len(raw) < _TCP_INFO_RTT_OFFSET + _TCP_INFO_RTT.size:
+        return None
+    (rtt_us,) = _TCP_INFO_RTT.unpack_from(raw, _TCP_INFO_RTT_OFFSET)
+    return rtt_us / 1e6 if rtt_us > 0 else None
+
+
+def _advised_rate(advice: Any) -> float:
+    if not isinstance(advice, dict):
+        raise SendError("advice", "the receiver gave no rate advice")
+    if "error" in advice:
+        raise SendError("advice", f"the receiver could not advise: {str(advice['error'])[:400]}")
+    rate = advice.get("predicted_rate_bps")
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not (0 < rate < 1e13):
+        raise SendError("advice", f"the receiver advised an invalid rate {rate!r}")
+    return float(rate)
+
+
 def _file_digest(view: mmap.mmap | None) -> str:
     h = hashlib.sha256()
     if view is not None:
@@ -244,6 +284,7 @@ def send_file(
     sndbuf_bytes: int | None = None,
     max_burst_packets: int = MAX_BURST_PACKETS,
     on_round: Callable[[RoundReport], None] | None = None,
+    advise: dict[str, Any] | None = None,
 ) -> SendReport:
     """Send one file to a :class:`transport.Receiver` with RBUDP.
 
@@ -277,6 +318,15 @@ def send_file(
         Most packets the pacer sends back to back to catch up after a stall.
     on_round : callable, optional
         Called with each :class:`RoundReport` as it completes (progress).
+    advise : dict, optional
+        Ask the receiver for the rate (receiver feedback): the request of
+        :func:`transport.advice.parse_advice_request` (``propagation_delay_s`` (s),
+        optionally ``profile`` and ``model``; a ``propagation_delay_s`` of None is half the
+        control connection's TCP round trip plus ``emulate_delay_s``).  The transfer then
+        sends at the rate in
+        the receiver's answer, ``rate_bps`` is ignored, and the answer is in the report
+        (``advice``).  A receiver that cannot advise fails the transfer with
+        ``SendError("advice", ...)`` before any datagram is sent.
 
     Returns
     -------
@@ -326,6 +376,7 @@ def send_file(
             max_burst_packets,
             on_round,
             started,
+            advise,
         )
     finally:
         if view is not None:
@@ -348,6 +399,7 @@ def _send(
     max_burst_packets: int,
     on_round: Callable[[RoundReport], None] | None,
     started: float,
+    advise: dict[str, Any] | None = None,
 ) -> SendReport:
     try:
         codec = DatagramCodec(
@@ -365,6 +417,10 @@ def _send(
         conn, max_bitmap_bytes=8 + -(-codec.packet_count // 8), timeout_s=control_timeout_s
     )
     udp: socket.socket | None = None
+    if advise is not None and advise.get("propagation_delay_s") is None:
+        # One-way delay = half the connection's round trip, plus the emulated delay.
+        rtt = tcp_round_trip_s(conn) or 2e-3
+        advise = {**advise, "propagation_delay_s": max(rtt / 2.0, 1e-6) + delay_s}
     try:
         channel.send_json(
             MessageKind.HELLO,
@@ -376,9 +432,14 @@ def _send(
                 "sha256": report.sha256,
                 "session": codec.session,
                 "key": codec.key.hex(),
+                **({} if advise is None else {"advise": advise}),
             },
         )
         _, accept = channel.expect_json(MessageKind.ACCEPT)
+        if advise is not None:
+            rate_bps = _advised_rate(accept.get("advice"))
+            report.rate_bps = rate_bps
+            report.advice = dict(accept["advice"])
         udp_port = accept.get("udp_port")
         if isinstance(udp_port, bool) or not isinstance(udp_port, int) or not 0 < udp_port < 65536:
             raise SendError("udp_port", f"receiver sent an invalid UDP port {udp_port!r}")

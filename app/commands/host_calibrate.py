@@ -30,6 +30,7 @@ from host.calibration import (
     measure_buffer_packets,
     measure_io_service,
     measure_net_service,
+    measure_time_slice,
 )
 from transport import HEADER_BYTES, DatagramCodec
 
@@ -149,6 +150,12 @@ def _spread_row(table: Table, name: str, unit: str, s: Spread, scale: float = 1.
     help="Line rate for the profile: 'measure' (the back-to-back sender's rate) or a rate.",
 )
 @click.option("--no-store", is_flag=True, help="Measure and print only.")
+@click.option(
+    "--no-default",
+    is_flag=True,
+    help="Store the profile without making it this host's default (the profile that "
+    "`blastrate receive` and `send --rate auto` use when none is named).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the measurement as JSON.")
 def calibrate(
     name: str,
@@ -162,9 +169,11 @@ def calibrate(
     rcvbuf: str | None,
     line_rate: str,
     no_store: bool,
+    no_default: bool,
     as_json: bool,
 ) -> None:
-    """Measure mu_net, mu_io_cpu, mu_disk and K on this host and store profile NAME."""
+    """Measure mu_net, mu_io_cpu, mu_disk, K and the scheduler's time slice on this host,
+    store them as profile NAME and make it this host's default (unless --no-default)."""
     try:
         file_bytes = parse_size(file_size, "file_size")
         buffer = None if rcvbuf is None else parse_size(rcvbuf, "rcvbuf")
@@ -193,6 +202,8 @@ def calibrate(
             io = measure_io_service(
                 directory=directory, file_bytes=file_bytes, runs=runs, reads=reads
             )
+            status.update(f"scheduler time slice: {runs} runs of 1 s")
+            time_slice = measure_time_slice(runs=runs, seconds=1.0)
     except (OSError, ValueError, RuntimeError) as exc:
         _fail("calibration", str(exc), 1)
     except KeyboardInterrupt:
@@ -217,15 +228,23 @@ def calibrate(
         "line_rate_source": "measured sender" if fixed_line is None else "given",
         "net": net.to_dict(),
         "io": io.to_dict(),
+        # The time-slice model's scheduler slice (transport.timeslice).
+        "time_slice_s": time_slice.mean,
+        "time_slice": time_slice.to_dict(),
     }
     stored = False
+    made_default = False
     if not no_store:
         try:
             from host.store import ProfileStore  # the profile store (host-live)
         except ImportError:
             _fail("store", "this build has no profile store (host.store); use --no-store --json", 1)
         try:
-            ProfileStore().put(profile, provenance=provenance)
+            store = ProfileStore()
+            store.put(profile, provenance=provenance)
+            if not no_default:
+                store.set_default(profile.name)
+                made_default = True
         except WorkloadError as exc:
             _fail(exc.field or "name", str(exc), 2)
         except Exception as exc:  # the store's own failure (database unreachable, ...)
@@ -234,7 +253,13 @@ def calibrate(
     if as_json:
         click.echo(
             json.dumps(
-                {"profile": profile.to_dict(), "stored": stored, "provenance": provenance}, indent=2
+                {
+                    "profile": profile.to_dict(),
+                    "stored": stored,
+                    "host_default": made_default,
+                    "provenance": provenance,
+                },
+                indent=2,
             )
         )
         return
@@ -246,11 +271,15 @@ def calibrate(
     _spread_row(table, "mu_disk", "1/s", io.mu_disk)
     _spread_row(table, "sender rate", "Mbps", net.sender_rate_bps, 1e6)
     _spread_row(table, "full wake-ups", "share", net.full_fraction)
+    _spread_row(table, "time slice", "ms", time_slice, 1e-3)
     stdout_console().print(table)
     click.echo(
         f"K = {k} datagrams of {HEADER_BYTES + payload} bytes; N = {batch}; I/O via {io.method}"
     )
-    click.echo(f"profile {name!r} {'stored' if stored else 'not stored (--no-store)'}")
+    where = "stored" if stored else "not stored (--no-store)"
+    if made_default:
+        where += " and made this host's default"
+    click.echo(f"profile {name!r} {where}")
 
 
 if __name__ == "__main__":  # until the lead registers it: python -m app.commands.host_calibrate

@@ -2,21 +2,26 @@
 
 The receiver serves a bounded number of transfers (one by default) into a directory; the
 sender blasts a file at a fixed rate, as fast as it can (``max``), or at the rate the
-receiver's blastrate service advises from its live workload (``auto``): it asks
-``GET {service}/bottleneck-rate?workload=live&file_size=...&propagation_delay=...``
-just before blasting.
+receiver advises (``auto``): the sender's HELLO asks, and the receiver answers from its
+own profile (the host default that ``blastrate calibrate`` set, or ``--profile``), its
+socket's real K, its batch N and the tasks competing for its CPUs right now
+(:mod:`transport.advice`).  ``--service URL`` asks a blastrate service instead
+(``GET {service}/bottleneck-rate?workload=live&...``), for receivers that are not
+``blastrate receive``.
 
 Exit status: 0 sent (digest checked), 2 bad input or the receiver refused the file,
-3 the service has no rate for this transfer, 4 receiver or service unreachable,
+3 the receiver or service has no rate for this transfer, 4 receiver or service unreachable,
 5 service error, 1 the transfer failed, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,8 +31,10 @@ from rich.console import Console
 from rich.table import Table
 
 from app.units import QuantityError, parse_bitrate, parse_duration, parse_size
+from host import HostProfile, Workload, WorkloadError
 from transport import (
     DEFAULT_PACKET_PAYLOAD_BYTES,
+    HEADER_BYTES,
     ReceiveError,
     Receiver,
     ReceiverLimits,
@@ -35,6 +42,7 @@ from transport import (
     SendError,
     send_file,
 )
+from transport.advice import ReceiverAdvisor
 
 from .common import stdout_console
 
@@ -76,8 +84,9 @@ def _round_trip_s(host: str, port: int, tries: int = 3, timeout: float = 2.0) ->
 
 def advised_rate(
     service: str, file_size: int, propagation_delay_s: float, timeout_s: float
-) -> float:
-    """The effective bottleneck rate (bit/s) the receiver's service advises now.
+) -> tuple[float, dict[str, Any]]:
+    """The effective bottleneck rate (bit/s) a blastrate service advises now, and where
+    it came from (the ``auto`` block of ``send --json``).
 
     Exits with status 4 (unreachable), 5 (server error) or 3 (no rate) on failure.
     """
@@ -115,7 +124,70 @@ def advised_rate(
         rate = body["bottleneck"].get("rate_bps")
     if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0:
         _fail("service", f"{url} gave no effective bottleneck rate", EXIT_MODEL)
-    return float(rate)
+    raw_inputs = body.get("inputs")
+    inputs: dict[str, Any] = raw_inputs if isinstance(raw_inputs, dict) else {}
+    raw_host = inputs.get("host")
+    host: dict[str, Any] = raw_host if isinstance(raw_host, dict) else {}
+    return float(rate), {
+        "profile": host.get("profile"),
+        "model": "paper",
+        "workload": inputs.get("workload"),
+        "buffer_packets": host.get("buffer_packets"),
+        "coalesce_packets": host.get("coalesce_packets"),
+        "propagation_delay_s": propagation_delay_s,
+        "predicted_rate_bps": float(rate),
+        "predicted_loss": body.get("loss_probability"),
+        "computed_by": f"service {service}",
+    }
+
+
+def receiver_advisor(
+    profile: str | None, batch: int, rcvbuf_bytes: int | None, name: str
+) -> ReceiverAdvisor:
+    """The advisor of a ``blastrate receive``: its profile (named, else this host's
+    default at the time of each request, else the paper's), its socket's K, its batch N
+    and its CPUs, with a short probe of the competing tasks at each request."""
+    from host.calibration import measure_buffer_packets
+    from host.probe import probe_host
+    from host.store import ProfileStore, ProfileStoreError
+
+    store = ProfileStore()
+
+    def stored(name_: str) -> tuple[HostProfile, dict[str, Any] | None]:
+        try:
+            entry = store.entry(name_)
+        except (WorkloadError, ProfileStoreError) as exc:
+            raise LookupError(str(exc)) from None
+        return entry.profile, entry.provenance
+
+    if profile is not None:
+        try:
+            fixed = stored(profile)  # a typo fails now, not at the first sender
+        except LookupError as exc:
+            _fail("--profile", str(exc), EXIT_USAGE)
+
+    def own() -> tuple[HostProfile, dict[str, Any] | None]:
+        if profile is not None:
+            return fixed
+        entry = store.default_entry()
+        return entry.profile, entry.provenance
+
+    def workload(cpus: Collection[int]) -> Workload:
+        # A short look at the host: half a second of task states, this receiver excluded.
+        return probe_host(interval_s=0.5, samples=10).workload_on(cpus)
+
+    k = measure_buffer_packets(
+        HEADER_BYTES + DEFAULT_PACKET_PAYLOAD_BYTES, rcvbuf_bytes=rcvbuf_bytes
+    )
+    return ReceiverAdvisor(
+        own,
+        buffer_packets=k,
+        batch_packets=batch,
+        cpus=os.sched_getaffinity(0),
+        workload=workload,
+        profiles=stored,
+        name=name,
+    )
 
 
 @click.command("send")
@@ -128,12 +200,29 @@ def advised_rate(
     help="Sending rate: 'auto' (ask the receiver's service), 'max' (unpaced) or e.g. 800Mbps.",
 )
 @click.option(
-    "--service", default=None, help="Receiver's blastrate service URL [default: http://HOST:8000]."
+    "--service",
+    default=None,
+    help="For --rate auto, ask this blastrate service URL instead of the receiver.",
+)
+@click.option(
+    "--profile",
+    default=None,
+    help="For --rate auto, the receiver's host profile to use [default: the receiver's own].",
+)
+@click.option(
+    "--model",
+    type=click.Choice(["timeslice", "paper"]),
+    default="timeslice",
+    show_default=True,
+    help="For --rate auto: the time-slice model, or the paper's.",
 )
 @click.option(
     "--propagation-delay",
+    "--delay",
+    "propagation_delay",
     default=None,
-    help="One-way delay for --rate auto, e.g. 5ms [default: half a TCP connect to the service].",
+    help="One-way delay for --rate auto, e.g. 5ms [default: half the control connection's "
+    "round trip, plus --emulate-delay].",
 )
 @click.option(
     "--emulate-delay",
@@ -158,6 +247,8 @@ def send(
     to: str,
     rate: str,
     service: str | None,
+    profile: str | None,
+    model: str,
     propagation_delay: str | None,
     emulate_delay: str,
     payload: int,
@@ -189,15 +280,29 @@ def send(
     size = file.stat().st_size
     rate_bps: float | None = fixed
     source = "fixed" if fixed is not None else rate
+    auto: dict[str, Any] | None = None
+    ask: dict[str, Any] | None = None
     if rate == "auto":
-        url = service or f"http://{host}:8000"
-        if prop is None:
-            parsed = httpx.URL(url)
-            rtt = _round_trip_s(
-                parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80)
-            )
-            prop = max((rtt or 2e-3) / 2.0, 1e-6)
-        rate_bps = advised_rate(url, size, prop + delay, timeout_s=10.0)
+        if service is not None:
+            if profile is not None or model != "timeslice":
+                _fail(
+                    "--profile" if profile is not None else "--model",
+                    "applies when the receiver advises; not with --service",
+                    EXIT_USAGE,
+                )
+            if prop is None:
+                parsed = httpx.URL(service)
+                rtt = _round_trip_s(
+                    parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80)
+                )
+                prop = max((rtt or 2e-3) / 2.0, 1e-6)
+            rate_bps, auto = advised_rate(service, size, prop + delay, timeout_s=10.0)
+        else:
+            # Without --propagation-delay, the sender measures the control connection's
+            # round trip (TCP_INFO) once connected: nothing extra reaches the receiver.
+            ask = {"propagation_delay_s": None if prop is None else prop + delay, "model": model}
+            if profile is not None:
+                ask["profile"] = profile
     console = Console(stderr=True)
     status = console.status(f"sending {file.name} ({size} bytes) to {host}:{port}")
 
@@ -217,11 +322,14 @@ def send(
                 max_rounds=max_rounds,
                 total_timeout_s=total_timeout,
                 on_round=progress,
+                advise=ask,
             )
     except SendError as exc:
         code = (
             EXIT_UNREACHABLE
             if exc.field == "to"
+            else EXIT_MODEL
+            if exc.field == "advice"
             else EXIT_USAGE
             if exc.field in _INPUT_FIELDS
             else 1
@@ -229,7 +337,13 @@ def send(
         _fail(exc.field, exc.reason, code)
     except KeyboardInterrupt:
         _fail("transfer", "interrupted", EXIT_INTERRUPTED)
+    if ask is not None and report.advice is not None:
+        rate_bps = report.rate_bps
+        auto = {**report.advice, "computed_by": f"receiver {host}:{port}"}
     out: dict[str, Any] = {**report.to_dict(), "rate_source": source}
+    out.pop("advice", None)
+    if auto is not None:
+        out["auto"] = auto
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
@@ -246,7 +360,15 @@ def send(
             f"{r.achieved_rate_bps / 1e6:.1f}",
         )
     stdout_console().print(table)
-    target = "unpaced" if rate_bps is None else f"{rate_bps / 1e6:.1f} Mbps ({source})"
+    target = "unpaced" if rate_bps is None else f"{rate_bps / 1e6:.1f} Mbit/s ({source})"
+    if auto is not None:
+        w = auto.get("workload", {})
+        target += (
+            f" from {auto.get('computed_by')}: profile {auto.get('profile')}, "
+            f"C={w.get('cpu_tasks')} I={w.get('io_tasks')} m={w.get('cores')}, "
+            f"K={auto.get('buffer_packets')} N={auto.get('coalesce_packets')}, "
+            f"model {auto.get('model')}, predicted loss {auto.get('predicted_loss', 0):.3g}"
+        )
     click.echo(
         f"rate {target}; sha256 {report.sha256} {'verified' if report.digest_ok else 'MISMATCH'}"
     )
@@ -288,6 +410,12 @@ def send(
     help="Transfers to serve, then exit.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace a file of the same name.")
+@click.option(
+    "--profile",
+    default=None,
+    help="Host profile for the rate this receiver advises to `send --rate auto` "
+    "[default: this host's default from `blastrate calibrate`, else sx280-2007].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print each report as JSON.")
 def receive(
     port: int,
@@ -301,6 +429,7 @@ def receive(
     wait: str,
     transfers: int,
     overwrite: bool,
+    profile: str | None,
     as_json: bool,
 ) -> None:
     """Receive files sent with `blastrate send` into OUTPUT."""
@@ -316,6 +445,7 @@ def receive(
         _fail(exc.field, str(exc).split(": ", 1)[-1], EXIT_USAGE)
     if not output.is_dir():
         _fail("output", f"{str(output)!r} is not a directory", EXIT_USAGE)
+    advisor = receiver_advisor(profile, batch, buffer, f"receiver {host}:{port}")
     try:
         rx = Receiver(
             output,
@@ -325,6 +455,7 @@ def receive(
             rcvbuf_bytes=buffer,
             limits=limits,
             overwrite=overwrite,
+            advisor=advisor,
         )
     except OSError as exc:
         _fail("port", f"cannot bind {host}:{port}: {exc.strerror}", EXIT_USAGE)

@@ -85,6 +85,48 @@ class HostProbe:
             disks=self.disks.value if disks is None else disks,
         )
 
+    def workload_on(
+        self,
+        cpus: Collection[int],
+        *,
+        affinity: Callable[[int], set[int]] | None = None,
+    ) -> Workload:
+        """The workload that competes for ``cpus``, with m = their number.
+
+        A task whose affinity lies inside ``cpus`` counts as one; a task that may also
+        run elsewhere counts for the share of its CPUs that are in ``cpus`` (the load
+        balancer spreads it), and the shares are rounded to the nearest whole task.
+        Disks are the probe's own.
+
+        Parameters
+        ----------
+        cpus : collection of int
+            The CPUs a process may run on (e.g. ``os.sched_getaffinity(0)``).
+        affinity : callable, optional
+            ``affinity(tid) -> set of CPUs``; default ``os.sched_getaffinity``.  A task
+            that has gone since the probe counts as not competing.
+        """
+        mine = set(cpus)
+        if not mine:
+            raise WorkloadError("cpus must name at least one CPU", field="cpus")
+        read = affinity or os.sched_getaffinity
+        share = {"cpu": 0.0, "io": 0.0}
+        for task in self.tasks:
+            if task.kind not in share:
+                continue
+            try:
+                allowed = set(read(task.tid))
+            except OSError:
+                continue
+            if allowed:
+                share[task.kind] += len(allowed & mine) / len(allowed)
+        return Workload(
+            cpu_tasks=round(share["cpu"]),
+            io_tasks=round(share["io"]),
+            cores=len(mine),
+            disks=self.disks.value,
+        )
+
     def verdict(self, pid: int) -> list[TaskVerdict]:
         """The verdicts of the tasks of process ``pid``."""
         return [t for t in self.tasks if t.pid == pid]

@@ -210,10 +210,86 @@ def test_calibrate_quick_no_store(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     profile = doc["profile"]
-    assert profile["name"] == "test-host" and not doc["stored"]
+    assert profile["name"] == "test-host" and not doc["stored"] and not doc["host_default"]
+    assert 2e-4 < doc["provenance"]["time_slice_s"] < 0.05
     assert profile["mu_net"] > 0 and profile["mu_io_cpu"] > 0 and profile["mu_disk"] > 0
     assert profile["buffer_packets"] >= 1 and profile["coalesce_packets"] == min(
         16, profile["buffer_packets"]
     )
     assert len(doc["provenance"]["net"]["mu_net"]["samples"]) == 2
     assert list(tmp_path.iterdir()) == []  # the I/O task's file was removed
+
+
+def test_receive_advises_from_this_hosts_default_profile(tmp_path: Path) -> None:
+    # The session's test database (conftest.py), never the user's.
+    from host import host_profile
+    from host.store import ProfileStore
+
+    store = ProfileStore()
+    store.put(
+        host_profile("sx280-2007").replace(name="cli-lab", mu_net=25_000.0),
+        provenance={"time_slice_s": 0.004},
+    )
+    store.set_default("cli-lab")
+    src = _file(tmp_path, 40_000)
+    out = tmp_path / "out"
+    out.mkdir()
+    port = _free_port()
+    reports: list[object] = []
+
+    def sender() -> None:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                reports.append(
+                    send_file(
+                        src,
+                        "127.0.0.1",
+                        port,
+                        rate_bps=None,
+                        total_timeout_s=20,
+                        advise={"propagation_delay_s": 0.005},
+                    )
+                )
+                return
+            except SendError as exc:
+                if exc.field != "to" or time.monotonic() > deadline:
+                    reports.append(exc)
+                    return
+                time.sleep(0.05)
+
+    t = threading.Thread(target=sender, daemon=True)
+    t.start()
+    try:
+        result = CliRunner().invoke(
+            receive,
+            ["--port", str(port), "--host", "127.0.0.1", "--output", str(out), "--wait", "15s"],
+        )
+        t.join(timeout=30)
+    finally:
+        store.set_default(None)
+        store.delete("cli-lab")
+    assert result.exit_code == 0, result.output
+    (report,) = reports
+    assert not isinstance(report, BaseException), report
+    advice = report.advice  # type: ignore[attr-defined]
+    assert advice["profile"] == "cli-lab" and advice["time_slice_s"] == 0.004
+    assert advice["coalesce_packets"] == 16  # receive's default --batch
+    assert advice["computed_by"] == f"receiver 127.0.0.1:{port}"
+    assert report.rate_bps == advice["predicted_rate_bps"] > 0  # type: ignore[attr-defined]
+
+
+def test_receive_refuses_an_unknown_profile_at_once(tmp_path: Path) -> None:
+    r = CliRunner().invoke(
+        receive, ["--port", "9", "--output", str(tmp_path), "--profile", "no-such-lab"]
+    )
+    assert r.exit_code == 2 and "blastrate: error: --profile:" in r.stderr
+
+
+def test_send_profile_and_model_apply_only_to_receiver_advice(tmp_path: Path) -> None:
+    src = _file(tmp_path)
+    r = CliRunner().invoke(
+        send,
+        [str(src), "--to", "127.0.0.1:9", "--service", "http://127.0.0.1:9", "--profile", "x"],
+    )
+    assert r.exit_code == 2 and "blastrate: error: --profile:" in r.stderr

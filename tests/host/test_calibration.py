@@ -5,7 +5,10 @@ runs only (fractions of a second); loopback only."""
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 import statistics
+import time
 from pathlib import Path
 
 import pytest
@@ -13,11 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from host.calibration import (
+    IdleSpinner,
     Spread,
     calibrated_profile,
     measure_buffer_packets,
     measure_io_service,
     measure_net_service,
+    measure_time_slice,
     write_line_file,
 )
 
@@ -91,3 +96,33 @@ def test_calibrated_profile_uses_the_means() -> None:
     p = calibrated_profile("here", net, _Io(), buffer_packets=90, line_rate_bps=2e9)  # type: ignore[arg-type]
     assert (p.mu_io_cpu, p.mu_disk, p.mu_net) == (6000.0, 1000.0, net.mu_net.mean)
     assert (p.buffer_packets, p.coalesce_packets, p.packet_payload_bytes) == (90, 8, 1468)
+
+
+def test_idle_spinner_sees_a_busy_loop_take_the_cpu() -> None:
+    # A nice-0 busy loop on the watched CPU takes nearly all of it from the SCHED_IDLE
+    # spinner; with nothing running the spinner keeps nearly all of it.
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    ctx = multiprocessing.get_context("fork")
+    with IdleSpinner(cpu, baseline_s=0.3) as spin:
+        mark = spin.mark()
+        busy = ctx.Process(target=_spin_for, args=(cpu, 0.6), daemon=True)
+        busy.start()
+        busy.join(10)
+        used, span = spin.busy_fraction(mark)
+    assert span >= 0.5
+    assert used > 0.6
+
+
+def test_time_slice_is_a_plausible_scheduler_slice() -> None:
+    # CFS and EEVDF slices are 0.75..24 ms on any kernel of the last decade.
+    s = measure_time_slice(runs=2, seconds=0.5)
+    assert 2e-4 < s.mean < 0.05 and len(s.samples) == 2
+    with pytest.raises(ValueError):
+        measure_time_slice(runs=0)
+
+
+def _spin_for(cpu: int, seconds: float) -> None:
+    os.sched_setaffinity(0, {cpu})
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass

@@ -237,3 +237,29 @@ def test_any_valid_profile_round_trips_exactly(
     store.put(profile)
     assert ProfileStore(store.url).get("prop") == profile
     store.close()
+
+
+def test_the_host_default_is_set_followed_and_forgotten_with_its_profile(url: str) -> None:
+    store = ProfileStore(url)
+    assert store.default_name() is None
+    assert store.default_entry().profile.name == "sx280-2007"  # the paper's, built in
+    store.put(lab("lab-1"), provenance={"time_slice_s": 0.003})
+    store.set_default("lab-1")
+    # A second store on the same database (another process) sees it.
+    other = ProfileStore(url)
+    assert other.default_name() == "lab-1"
+    assert other.default_entry().provenance == {"time_slice_s": 0.003}
+    store.delete("lab-1")
+    assert other.default_name() is None
+    assert other.default_entry().profile.name == "sx280-2007"
+
+
+def test_the_host_default_must_exist(url: str) -> None:
+    store = ProfileStore(url)
+    with pytest.raises(WorkloadError) as err:
+        store.set_default("no-such-profile")
+    assert err.value.field == "profile"
+    store.set_default("sx280-2007")  # a built-in may be the default
+    assert store.default_name() == "sx280-2007"
+    store.set_default(None)
+    assert store.default_name() is None

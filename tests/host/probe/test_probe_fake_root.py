@@ -288,3 +288,34 @@ def test_root_path_is_used_for_everything(fake_root: Path, fake_time: FakeTime) 
     # Nothing of the real host leaks in: the fake host's 8 CPUs are not this machine's.
     probe = run_probe(fake_root, fake_time)
     assert probe.affinity.value == 8 and probe.affinity.source.startswith("/proc/self/status")
+
+
+def test_workload_on_counts_the_tasks_that_compete_for_those_cpus(
+    fake_root: Path, fake_time: FakeTime
+) -> None:
+    # Every CPU-bound task pinned to CPU 0, every I/O-bound one free on CPUs 0-3: on
+    # CPU 0 alone they count C and I/4; on CPU 1 only the I/O share remains.
+    probe = run_probe(fake_root, fake_time)
+    kinds = {v.tid: v.kind for v in probe.tasks}
+
+    def affinity(tid: int) -> set[int]:
+        return {0} if kinds[tid] == "cpu" else {0, 1, 2, 3}
+
+    on_0 = probe.workload_on({0}, affinity=affinity)
+    assert on_0.to_dict() == {
+        "cpu_tasks": EXPECTED_CPU,
+        "io_tasks": round(EXPECTED_IO / 4),
+        "cores": 1,
+        "disks": 2,
+    }
+    on_1 = probe.workload_on({1}, affinity=affinity)
+    assert (on_1.cpu_tasks, on_1.io_tasks, on_1.cores) == (0, round(EXPECTED_IO / 4), 1)
+    everywhere = probe.workload_on({0, 1, 2, 3}, affinity=affinity)
+    assert (everywhere.cpu_tasks, everywhere.io_tasks) == (EXPECTED_CPU, EXPECTED_IO)
+
+    def gone(tid: int) -> set[int]:
+        raise ProcessLookupError(tid)
+
+    assert probe.workload_on({0}, affinity=gone).cpu_tasks == 0
+    with pytest.raises(WorkloadError):
+        probe.workload_on(set())

@@ -1,0 +1,118 @@
+"""The time-slice model of a receiving host (transport.timeslice) against closed forms
+and a second, explicit play-out of the rounds.
+
+References:
+* Without loss, an RBUDP transfer is one blast and one feedback: T = 8 S n / B + 2 T_prop,
+  plus the drain of the few datagrams queued when the blast ends (microseconds here;
+  rtol 1e-5).
+* The vectorised play-out of the rounds against a plain loop over rounds at one rate
+  (a second implementation; rtol 1e-12).
+* c = max(0, (C + 1) / m - 1): the receiver and C tasks spread over m CPUs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from host import Workload, host_profile
+from queues.modulated import ModulatedQueue, blast_loss_terms, time_slice_environment
+from transport import TransportParameterError
+from transport.timeslice import competitors_per_core, time_slice_bottleneck_rate
+
+PROFILE = host_profile("sx280-2007").replace(
+    mu_net=30_000.0, buffer_packets=400, coalesce_packets=8, line_rate_bps=8e8
+)
+
+
+@pytest.mark.parametrize(
+    ("C", "m", "c"), [(0, 1, 0.0), (2, 1, 2.0), (1, 2, 0.0), (3, 2, 1.0), (4, 4, 0.25)]
+)
+def test_competitors_per_core(C: int, m: int, c: float) -> None:
+    assert competitors_per_core(C, m) == pytest.approx(c)
+
+
+def test_a_lossless_transfer_is_one_blast_and_one_feedback() -> None:
+    size, delay = 5_000_000, 0.02
+    rates = np.array([50e6, 100e6])
+    r = time_slice_bottleneck_rate(
+        Workload(cpu_tasks=0, io_tasks=0),
+        PROFILE,
+        file_size_bytes=size,
+        propagation_delay_s=delay,
+        rates_bps=rates,
+    )
+    packets = -(-size // PROFILE.packet_payload_bytes)
+    expected = packets * 8 * PROFILE.packet_payload_bytes / rates + 2 * delay
+    np.testing.assert_allclose(r.curve.transfer_time_s, expected, rtol=1e-5)
+    assert np.all(r.curve.transfer_time_s >= expected)
+    assert np.all(r.curve.rounds == 1) and np.all(r.curve.first_round_loss < 1e-200)
+
+
+def test_rounds_match_an_explicit_loop() -> None:
+    size, delay, slice_s, settle = 20_000_000, 0.01, 3e-3, 0.002
+    rate = 600e6
+    w = Workload(cpu_tasks=2, io_tasks=0)
+    r = time_slice_bottleneck_rate(
+        w,
+        PROFILE,
+        file_size_bytes=size,
+        propagation_delay_s=delay,
+        time_slice_s=slice_s,
+        settle_s=settle,
+        rates_bps=np.array([rate]),
+    )
+    # The same play-out, written as a loop over rounds from the queue's own terms.
+    S = PROFILE.packet_payload_bytes
+    lam = rate / (8 * S)
+    env, service = time_slice_environment(2.0, slice_s, r.service_rate_per_s)
+    q = ModulatedQueue(env, service, PROFILE.buffer_packets, PROFILE.coalesce_packets)
+    p_k, dev, backlog = (x[0] for x in blast_loss_terms(q, [lam]))
+    n, t, rounds = float(-(-size // S)), 0.0, 0
+    while n >= 0.5:
+        lost = min(max(p_k * n + lam * dev, 0.0), n)
+        t += n * 8 * S / rate + 2 * delay + min(backlog, n - lost) / q.mean_capacity()
+        t += settle if lost >= 0.5 else 0.0
+        n, rounds = lost, rounds + 1
+    assert r.curve.rounds[0] == rounds > 1
+    assert r.curve.transfer_time_s[0] == pytest.approx(t, rel=1e-12)
+
+
+def test_busier_receivers_take_longer_and_a_small_buffer_loses_earlier() -> None:
+    # The best rate need not fall with C (the rounds are whole numbers, so the curve has
+    # several local minima), but the best time cannot improve, nor the loss onset rise.
+    kw = {"file_size_bytes": 20_000_000, "propagation_delay_s": 0.1, "time_slice_s": 3e-3}
+    runs = [
+        time_slice_bottleneck_rate(Workload(cpu_tasks=c, io_tasks=0), PROFILE, **kw)
+        for c in range(4)
+    ]
+    times = [r.transfer_time_s for r in runs]
+    assert times == sorted(times) and times[3] > 1.5 * times[0]
+    onsets = [r.loss_onset_bps or np.inf for r in runs]
+    assert onsets == sorted(onsets, reverse=True)
+    big = time_slice_bottleneck_rate(Workload(cpu_tasks=2, io_tasks=0), PROFILE, **kw)
+    small = time_slice_bottleneck_rate(
+        Workload(cpu_tasks=2, io_tasks=0), PROFILE.replace(buffer_packets=60), **kw
+    )
+    assert small.loss_onset_bps is not None and big.loss_onset_bps is not None
+    assert small.loss_onset_bps < big.loss_onset_bps
+
+
+def test_kernel_work_lowers_the_rate() -> None:
+    kw = {"file_size_bytes": 20_000_000, "propagation_delay_s": 0.1}
+    w = Workload(cpu_tasks=1, io_tasks=0)
+    without = time_slice_bottleneck_rate(w, PROFILE, **kw)
+    with_kernel = time_slice_bottleneck_rate(w, PROFILE, kernel_s_per_datagram=5e-6, **kw)
+    assert with_kernel.rate_bps < without.rate_bps
+
+
+def test_bad_arguments_name_themselves() -> None:
+    w = Workload(cpu_tasks=1, io_tasks=0)
+    with pytest.raises(TransportParameterError) as err:
+        time_slice_bottleneck_rate(w, PROFILE, file_size_bytes=0, propagation_delay_s=0.1)
+    assert err.value.parameter == "file_size_bytes"
+    with pytest.raises(TransportParameterError) as err:
+        time_slice_bottleneck_rate(
+            w, PROFILE, file_size_bytes=10, propagation_delay_s=0.1, kernel_s_per_datagram=-1
+        )
+    assert err.value.parameter == "kernel_s_per_datagram"

@@ -1,0 +1,284 @@
+"""The time-slice model of a receiving host: the rate that minimises a real RBUDP transfer.
+
+The paper's model (:func:`transport.workload_bottleneck_rate`) lets the receiver share its
+CPU with the C CPU-bound tasks by processor sharing and scores each sending rate with the
+stationary loss of an M/M[N]/1/K queue.  Measured on a real receiver (README,
+"Validation"), two things it leaves out decide the loss:
+
+* **Time slices.**  The scheduler runs the receiver for a slice, then each competitor for
+  one; the buffer must hold a whole vacation's arrivals.  With the default socket buffer
+  (K of about 90 datagrams) this loses datagrams far below the average drain rate.
+* **Finite blasts.**  Each RBUDP round starts on an empty buffer, which absorbs its start;
+  resend rounds are short and lose little even where the stationary loss is high.
+
+This model keeps the paper's stage 1 for the receiver's wake-up rate while it runs (the
+interrupt service rate with the I/O-bound tasks but no CPU-bound one), puts the C tasks in
+a scheduler environment (:func:`queues.modulated.time_slice_environment`: the receiver's
+slice, then c = max(0, (C + 1) / m - 1) competitors' slices), and plays the rounds out:
+round r blasts n_r datagrams and loses ``L(n_r) = clip(p_K n_r + lambda D, 0, n_r)``
+(:func:`queues.modulated.blast_loss`); the transfer time is the sum over rounds of the
+blast, the two one-way delays of the feedback exchange and, for a round that lost
+something, the receiver's settle time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from host import HostProfile, Workload, interrupt_service_time
+from queues.modulated import ModulatedQueue, blast_loss_terms, time_slice_environment
+
+from . import _validation as check
+from .errors import TransportParameterError
+
+__all__ = [
+    "DEFAULT_TIME_SLICE_S",
+    "TimeSliceCurve",
+    "TimeSliceResult",
+    "competitors_per_core",
+    "time_slice_bottleneck_rate",
+]
+
+#: The kernel's default slice where none was calibrated: EEVDF's base slice of 0.75 ms
+#: scaled by 1 + log2(CPUs) on a two-CPU host (s).
+DEFAULT_TIME_SLICE_S = 1.5e-3
+_MAX_ROUNDS = 1000
+
+
+def competitors_per_core(cpu_tasks: int, cores: int) -> float:
+    """c, the CPU-bound tasks that take turns with the receiver on its CPU.
+
+    The receiver and C tasks spread over m CPUs, ``(C + 1) / m`` to a CPU; the receiver
+    waits for the others on its own: ``max(0, (C + 1) / m - 1)``.
+    """
+    return max(0.0, (cpu_tasks + 1) / cores - 1.0)
+
+
+@dataclass(frozen=True)
+class TimeSliceCurve:
+    """The model at a set of sending rates.
+
+    Attributes
+    ----------
+    rate_bps : ndarray
+        Sending rates (payload bit/s).
+    first_round_loss : ndarray
+        Expected fraction of the first blast lost (dimensionless).
+    stationary_loss : ndarray
+        The buffer's stationary loss probability p_K at each rate.
+    transfer_time_s : ndarray
+        Expected transfer time (s); ``inf`` where the transfer never completes.
+    rounds : ndarray
+        Blasts until nothing is missing (expected-value play-out).
+    """
+
+    rate_bps: NDArray[np.float64]
+    first_round_loss: NDArray[np.float64]
+    stationary_loss: NDArray[np.float64]
+    transfer_time_s: NDArray[np.float64]
+    rounds: NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class TimeSliceResult:
+    """The rate that minimises the modelled transfer time, and how it was found.
+
+    Attributes
+    ----------
+    rate_bps : float
+        The effective bottleneck rate (payload bit/s).
+    transfer_time_s : float
+        Modelled transfer time at that rate (s).
+    first_round_loss : float
+        Modelled loss of the first blast at that rate.
+    loss_onset_bps : float or None
+        Lowest searched rate whose first-round loss exceeds 1 %; None if none does.
+    service_rate_per_s : float
+        Wake-ups per second while the receiver runs (stage 1 without CPU-bound tasks).
+    competitors : float
+        c, CPU-bound tasks taking turns with the receiver on its CPU.
+    time_slice_s : float
+        The scheduler's slice used (s).
+    curve : TimeSliceCurve
+        The model at every rate searched.
+    inputs : dict
+        Everything the result depends on.
+    """
+
+    rate_bps: float
+    transfer_time_s: float
+    first_round_loss: float
+    loss_onset_bps: float | None
+    service_rate_per_s: float
+    competitors: float
+    time_slice_s: float
+    curve: TimeSliceCurve
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+
+def _play_rounds(
+    rate_bps: NDArray[np.float64],
+    p_k: NDArray[np.float64],
+    shift: NDArray[np.float64],
+    backlog: NDArray[np.float64],
+    drain_per_s: NDArray[np.float64],
+    packets: int,
+    payload_bytes: int,
+    delay_s: float,
+    settle_s: float,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64]]:
+    """Expected-value play-out of the rounds at every rate at once (vectorised over rates).
+
+    ``shift`` is lambda * D (datagrams): a blast of n loses clip(p_K n + shift, 0, n).
+    ``backlog`` (datagrams) is what a long blast leaves in the buffer, drained at
+    ``drain_per_s`` before the receiver can answer.
+    """
+    n = np.full(rate_bps.shape, float(packets))
+    time_s = np.zeros_like(rate_bps)
+    rounds = np.zeros(rate_bps.shape, dtype=np.int64)
+    first = np.clip(p_k * n + shift, 0.0, n) / n
+    live = np.ones(rate_bps.shape, dtype=bool)
+    for _ in range(_MAX_ROUNDS):  # rounds, not states: each step is one array operation
+        if not live.any():
+            break
+        lost = np.clip(p_k * n + shift, 0.0, n)
+        drain = np.minimum(backlog, n - lost) / drain_per_s
+        time_s += np.where(live, n * 8.0 * payload_bytes / rate_bps + 2.0 * delay_s + drain, 0.0)
+        time_s += np.where(live & (lost >= 0.5), settle_s, 0.0)
+        rounds += live
+        n = np.where(live, lost, n)
+        live &= n >= 0.5
+    time_s[live] = np.inf  # still losing after the last round: never completes
+    return first, time_s, rounds
+
+
+def time_slice_bottleneck_rate(
+    workload: Workload,
+    profile: HostProfile,
+    *,
+    file_size_bytes: int,
+    propagation_delay_s: float,
+    time_slice_s: float = DEFAULT_TIME_SLICE_S,
+    kernel_s_per_datagram: float = 0.0,
+    settle_s: float = 0.0,
+    rates_bps: NDArray[np.float64] | None = None,
+    grid_points: int = 32,
+) -> TimeSliceResult:
+    """The effective bottleneck rate of the time-slice model.
+
+    Parameters
+    ----------
+    workload : Workload
+        C, I, m, d of the receiving host (C and m: of the receiver's CPUs).
+    profile : HostProfile
+        Service rates (1/s), buffer K and batch N (datagrams), line rate (bit/s), payload
+        (bytes).
+    file_size_bytes : int
+        File size (bytes), >= 1.
+    propagation_delay_s : float
+        One-way delay (s), > 0.
+    time_slice_s : float, default 1.5e-3
+        The scheduler's slice (s): calibrated (:func:`host.calibration.measure_time_slice`)
+        or the kernel's default.
+    kernel_s_per_datagram : float, default 0
+        CPU time the kernel spends on each datagram in softirq context on the receiver's
+        CPU (s).  That work preempts every task, the receiver's competitors included, so
+        it is not shared by the scheduler: at lambda datagrams/s it leaves the tasks
+        ``1 - lambda * k`` of the CPU.  ``mu_net`` is then the receiver's own wake-up
+        rate, kernel work excluded.
+    settle_s : float, default 0
+        The receiver's wait for stragglers after a lossy blast (s).
+    rates_bps : ndarray, optional
+        Score exactly these rates (bit/s) and take the best of them; default: a grid of
+        ``grid_points`` rates over (0, line rate], refined around its best.
+    grid_points : int, default 32
+        Points of the default grid.
+
+    Returns
+    -------
+    TimeSliceResult
+    """
+    size = check.whole_number(file_size_bytes, "file_size_bytes", minimum=1)
+    delay = check.positive_real(propagation_delay_s, "propagation_delay_s", "s")
+    slice_s = check.positive_real(time_slice_s, "time_slice_s", "s")
+    alone = Workload(
+        cpu_tasks=0, io_tasks=workload.io_tasks, cores=workload.cores, disks=workload.disks
+    )
+    mu = interrupt_service_time(alone, profile).rate_per_s
+    c = competitors_per_core(workload.cpu_tasks, workload.cores)
+    kernel_s = float(kernel_s_per_datagram)
+    if not (np.isfinite(kernel_s) and kernel_s >= 0):
+        raise TransportParameterError(
+            "kernel_s_per_datagram", f"must be finite and >= 0 s, got {kernel_s_per_datagram}"
+        )
+    payload = profile.packet_payload_bytes
+    packets = -(-size // payload)
+    line = profile.line_rate_bps
+
+    def score(rates: NDArray[np.float64]) -> TimeSliceCurve:
+        lam = rates / (8.0 * payload)
+        # The kernel's share at each rate comes first; the tasks split what is left.
+        left = np.clip(1.0 - lam * kernel_s, 1e-6, 1.0)
+        p_k, deviation_s = np.empty(lam.size), np.empty(lam.size)
+        backlog, drain = np.empty(lam.size), np.empty(lam.size)
+        for i in range(lam.size):  # one small chain per rate
+            env, service = time_slice_environment(c, slice_s, mu * left[i])
+            queue = ModulatedQueue(env, service, profile.buffer_packets, profile.coalesce_packets)
+            terms = blast_loss_terms(queue, lam[i : i + 1])
+            p_k[i], deviation_s[i], backlog[i] = (t[0] for t in terms)
+            # The backlog drains after the blast, when the kernel has no more arrivals
+            # to take its share: at the receiver's whole share of the CPU.
+            drain[i] = queue.mean_capacity() / left[i]
+        first, t, rounds = _play_rounds(
+            rates, p_k, lam * deviation_s, backlog, drain, packets, payload, delay, settle_s
+        )
+        return TimeSliceCurve(rates, first, p_k, t, rounds)
+
+    if rates_bps is not None:
+        curve = score(np.asarray(rates_bps, dtype=np.float64))
+    else:
+        coarse = np.linspace(line / grid_points, line, grid_points)
+        first_pass = score(coarse)
+        best = int(np.argmin(first_pass.transfer_time_s))
+        lo = coarse[max(best - 1, 0)]
+        hi = coarse[min(best + 1, coarse.size - 1)]
+        fine = np.linspace(lo, hi, 17)
+        second = score(fine)
+        order = np.argsort(np.concatenate([coarse, fine]), kind="stable")
+        curve = TimeSliceCurve(
+            *(
+                np.concatenate([getattr(first_pass, f), getattr(second, f)])[order]
+                for f in (
+                    "rate_bps",
+                    "first_round_loss",
+                    "stationary_loss",
+                    "transfer_time_s",
+                    "rounds",
+                )
+            )
+        )
+    best = int(np.argmin(curve.transfer_time_s))
+    lossy = np.flatnonzero(curve.first_round_loss > 0.01)
+    return TimeSliceResult(
+        rate_bps=float(curve.rate_bps[best]),
+        transfer_time_s=float(curve.transfer_time_s[best]),
+        first_round_loss=float(curve.first_round_loss[best]),
+        loss_onset_bps=float(curve.rate_bps[lossy[0]]) if lossy.size else None,
+        service_rate_per_s=mu,
+        competitors=c,
+        time_slice_s=slice_s,
+        curve=curve,
+        inputs={
+            "workload": workload.to_dict(),
+            "profile": profile.to_dict(),
+            "file_size_bytes": size,
+            "propagation_delay_s": delay,
+            "time_slice_s": slice_s,
+            "kernel_s_per_datagram": kernel_s,
+            "settle_s": settle_s,
+        },
+    )
