@@ -60,11 +60,9 @@ import multiprocessing
 import os
 import platform
 import random
-import shutil
 import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -75,6 +73,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from veth_link import CLONE_NEWNET, Link, setns
 
 import queues
 from host import HostProfile, Workload
@@ -100,127 +100,8 @@ from transport.timeslice import competitors_per_core, time_slice_bottleneck_rate
 
 PAYLOAD = 1468
 CTX = multiprocessing.get_context("fork")
-TX_NS, RX_NS = "blastrate-tx", "blastrate-rx"
-TX_DEV, RX_DEV = "brtx0", "brrx0"
-# Addresses inside the two namespaces this script makes (no route leaves them).
-TX_ADDR, RX_ADDR = "10.231.77.1", "10.231.77.2"
-# Wire bytes per datagram that tbf counts: payload, our header, UDP, IPv4, Ethernet.
-WIRE_OVERHEAD = HEADER_BYTES + 8 + 20 + 14
-_CLONE_NEWNET = 0x40000000
 # The receiver's wait for stragglers after a blast (s); the model is told the same.
 SETTLE_S = 0.002
-
-
-def _setns(name: str | None) -> None:
-    """Move this (single-threaded) process into network namespace ``name``."""
-    if name is None:
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
-    try:
-        if libc.setns(fd, _CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {name}")
-    finally:
-        os.close(fd)
-
-
-class Link:
-    """Where the bytes go: a veth pair between two namespaces with tbf, or loopback."""
-
-    def __init__(self, kind: str, line_rate_bps: float, rx_cpu: int) -> None:
-        self.kind = kind
-        self.line_rate_bps = line_rate_bps
-        self.rx_cpu = rx_cpu
-        self.note = ""
-        self.rx_ns: str | None = None
-        self.tx_ns: str | None = None
-        self.address = "127.0.0.1"
-
-    def _ip(self, *args: str) -> None:
-        subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
-
-    def __enter__(self) -> Link:
-        if self.kind == "veth":
-            why = None
-            if os.geteuid() != 0:
-                why = "not root"
-            elif not (shutil.which("ip") and shutil.which("tc")):
-                why = "no ip/tc"
-            if why is None:
-                try:
-                    self._make()
-                except (subprocess.CalledProcessError, OSError) as exc:
-                    why = f"set-up failed: {exc}"
-                    self._remove()
-            if why is not None:
-                self.kind = "loopback"
-                self.note = f"veth unavailable ({why}); fell back to loopback"
-        return self
-
-    def _make(self) -> None:
-        self._remove()
-        self._ip("netns", "add", TX_NS)
-        self._ip("netns", "add", RX_NS)
-        self._ip("link", "add", TX_DEV, "type", "veth", "peer", "name", RX_DEV)
-        self._ip("link", "set", TX_DEV, "netns", TX_NS)
-        self._ip("link", "set", RX_DEV, "netns", RX_NS)
-        for ns, dev, addr in ((TX_NS, TX_DEV, TX_ADDR), (RX_NS, RX_DEV, RX_ADDR)):
-            self._ip("-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
-            self._ip("-n", ns, "link", "set", dev, "up")
-            self._ip("-n", ns, "link", "set", "lo", "up")
-        rate = f"{int(self.line_rate_bps * (PAYLOAD + WIRE_OVERHEAD) / PAYLOAD)}bit"
-        subprocess.run(
-            [
-                "ip",
-                "netns",
-                "exec",
-                TX_NS,
-                "tc",
-                "qdisc",
-                "add",
-                "dev",
-                TX_DEV,
-                "root",
-                "tbf",
-                "rate",
-                rate,
-                "burst",
-                "32kb",
-                "latency",
-                "20ms",
-            ],
-            check=True,
-            capture_output=True,
-            timeout=10,
-        )
-        mask = format(1 << self.rx_cpu, "x")
-        subprocess.run(
-            [
-                "ip",
-                "netns",
-                "exec",
-                RX_NS,
-                "sh",
-                "-c",
-                f"echo {mask} > /sys/class/net/{RX_DEV}/queues/rx-0/rps_cpus",
-            ],
-            check=True,
-            capture_output=True,
-            timeout=10,
-        )
-        self.rx_ns, self.tx_ns, self.address = RX_NS, TX_NS, RX_ADDR
-        self.note = (
-            f"veth {TX_DEV}->{RX_DEV}, tbf {rate} (payload {self.line_rate_bps:.4g} bit/s), "
-            f"RPS to CPU {self.rx_cpu}"
-        )
-
-    def _remove(self) -> None:
-        for ns in (TX_NS, RX_NS):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.kind == "veth":
-            self._remove()
 
 
 def _busy(cpu: int, deadline: float) -> None:
@@ -249,7 +130,7 @@ def _receiver(
     # apart from the sender's) holding the receiver and its C + I background tasks, all
     # on one core, in the receiving namespace.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _setns(opts["netns"])
+    setns(opts["netns"])
     isolate(opts["nice"])
     os.sched_setaffinity(0, {cpu})
     pids = []
@@ -361,7 +242,7 @@ def _sink(netns: str | None, address: str, conn: Any, stop: Any) -> None:
     # A UDP socket that nobody reads, in the receiving namespace: datagrams sent to it
     # cost the receive core only the kernel's work, up to the full socket.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _setns(netns)
+    setns(netns)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.bind((address, 0))
@@ -1009,7 +890,7 @@ def main() -> None:
     try:
         with link:
             print(f"# link: {link.kind}; {link.note}")
-            _setns(link.tx_ns)  # this process is the sender
+            setns(link.tx_ns)  # this process is the sender
             # Calibrate with the receiver as in the first group (never a scored run).
             args.rcvbuf, args.batch, args.delay = 2_000_000, batches[0], 0.0
             if args.profile_json:
@@ -1025,10 +906,8 @@ def main() -> None:
                         f"# sender max {sender_max / 1e6:.0f} Mbit/s < line {line / 1e6:.0f}: "
                         f"line lowered to {lowered / 1e6:.0f} Mbit/s"
                     )
-                    link.line_rate_bps = lowered
-                    link._remove()
-                    link.__enter__()
-                    _setns(link.tx_ns)
+                    link.reset(lowered)
+                    setns(link.tx_ns)
                     line = lowered
                 elif link.kind == "loopback":
                     line = sender_max
@@ -1129,7 +1008,7 @@ def main() -> None:
                     io_file.unlink(missing_ok=True)
     finally:
         with contextlib.suppress(OSError):
-            ctypes.CDLL(None, use_errno=True).setns(main_ns, _CLONE_NEWNET)
+            ctypes.CDLL(None, use_errno=True).setns(main_ns, CLONE_NEWNET)
         os.close(main_ns)
         src.unlink(missing_ok=True)
         tmp.rmdir()

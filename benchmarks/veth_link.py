@@ -1,0 +1,146 @@
+"""The benchmarks' real line: two network namespaces joined by a veth pair, a tbf qdisc at
+the line rate on the sender's end, and RPS steering the receive softirq to the receiver's
+core.  Falls back to loopback (and says so) without root, ``ip`` or ``tc``.
+
+Only the addresses of the two namespaces made here are ever sent to; ``netem`` does not
+work on this kernel, so delays are emulated by the protocol, not the link.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+
+from transport import HEADER_BYTES
+
+__all__ = ["CLONE_NEWNET", "RX_ADDR", "RX_NS", "TX_ADDR", "TX_NS", "Link", "setns"]
+
+PAYLOAD = 1468
+TX_NS, RX_NS = "blastrate-tx", "blastrate-rx"
+TX_DEV, RX_DEV = "brtx0", "brrx0"
+# Addresses inside the two namespaces this script makes (no route leaves them).
+TX_ADDR, RX_ADDR = "10.231.77.1", "10.231.77.2"
+# Wire bytes per datagram that tbf counts: payload, our header, UDP, IPv4, Ethernet.
+WIRE_OVERHEAD = HEADER_BYTES + 8 + 20 + 14
+CLONE_NEWNET = 0x40000000
+
+
+def setns(name: str | None) -> None:
+    """Move this (single-threaded) process into network namespace ``name``."""
+    if name is None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {name}")
+    finally:
+        os.close(fd)
+
+
+class Link:
+    """Where the bytes go: a veth pair between two namespaces with tbf, or loopback."""
+
+    def __init__(self, kind: str, line_rate_bps: float, rx_cpu: int) -> None:
+        self.kind = kind
+        self.line_rate_bps = line_rate_bps
+        self.rx_cpu = rx_cpu
+        self.note = ""
+        self.rx_ns: str | None = None
+        self.tx_ns: str | None = None
+        self.address = "127.0.0.1"
+
+    def _ip(self, *args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+    def __enter__(self) -> Link:
+        if self.kind == "veth":
+            why = None
+            if os.geteuid() != 0:
+                why = "not root"
+            elif not (shutil.which("ip") and shutil.which("tc")):
+                why = "no ip/tc"
+            if why is None:
+                try:
+                    self._make()
+                except (subprocess.CalledProcessError, OSError) as exc:
+                    why = f"set-up failed: {exc}"
+                    self.remove()
+            if why is not None:
+                self.kind = "loopback"
+                self.note = f"veth unavailable ({why}); fell back to loopback"
+        return self
+
+    def _make(self) -> None:
+        self.remove()
+        self._ip("netns", "add", TX_NS)
+        self._ip("netns", "add", RX_NS)
+        self._ip("link", "add", TX_DEV, "type", "veth", "peer", "name", RX_DEV)
+        self._ip("link", "set", TX_DEV, "netns", TX_NS)
+        self._ip("link", "set", RX_DEV, "netns", RX_NS)
+        for ns, dev, addr in ((TX_NS, TX_DEV, TX_ADDR), (RX_NS, RX_DEV, RX_ADDR)):
+            self._ip("-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
+            self._ip("-n", ns, "link", "set", dev, "up")
+            self._ip("-n", ns, "link", "set", "lo", "up")
+        rate = f"{int(self.line_rate_bps * (PAYLOAD + WIRE_OVERHEAD) / PAYLOAD)}bit"
+        subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                TX_NS,
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                TX_DEV,
+                "root",
+                "tbf",
+                "rate",
+                rate,
+                "burst",
+                "32kb",
+                "latency",
+                "20ms",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=10,
+        )
+        mask = format(1 << self.rx_cpu, "x")
+        subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                RX_NS,
+                "sh",
+                "-c",
+                f"echo {mask} > /sys/class/net/{RX_DEV}/queues/rx-0/rps_cpus",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=10,
+        )
+        self.rx_ns, self.tx_ns, self.address = RX_NS, TX_NS, RX_ADDR
+        self.note = (
+            f"veth {TX_DEV}->{RX_DEV}, tbf {rate} (payload {self.line_rate_bps:.4g} bit/s), "
+            f"RPS to CPU {self.rx_cpu}"
+        )
+
+    def reset(self, line_rate_bps: float) -> None:
+        """Make the link anew at another line rate (bit/s of payload)."""
+        self.line_rate_bps = line_rate_bps
+        if self.kind == "veth":
+            self.remove()
+            self._make()
+
+    def remove(self) -> None:
+        for ns in (TX_NS, RX_NS):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.kind == "veth":
+            self.remove()
