@@ -64,11 +64,19 @@ def _in_ns(ns: str | None, cmd: list[str]) -> list[str]:
 
 
 def _receiver(
-    link: Link, rx_cpu: int, cpu_tasks: int, rcvbuf: int | None, out: Path, port: int, env: dict
+    link: Link,
+    rx_cpu: int,
+    cpu_tasks: int,
+    rcvbuf: int | None,
+    out: Path,
+    port: int,
+    env: dict[str, str],
+    seconds: float,
 ) -> subprocess.Popen[bytes]:
-    """``blastrate receive`` and C busy loops in a session of their own on ``rx_cpu``."""
+    """``blastrate receive`` and C busy loops (each ending by itself after ``seconds``)
+    in a session of their own on ``rx_cpu``."""
     busy = " ".join(
-        f"taskset -c {rx_cpu} {sys.executable} -c {shlex.quote(BUSY.format(s=3600))} &"
+        f"taskset -c {rx_cpu} {sys.executable} -c {shlex.quote(BUSY.format(s=seconds))} &"
         for _ in range(cpu_tasks)
     )
     receive = " ".join(
@@ -97,9 +105,13 @@ def _receiver(
             ],
         )
     )
-    script = f"{busy} exec {receive}"
+    # Not `exec`: the busy loops must not be the receiver's children, which its probe
+    # leaves out as its own work.
+    script = f"{busy} {receive}"
+    # A session of its own (start_new_session): its own scheduler group, and one process
+    # group that _stop ends whole.
     return subprocess.Popen(
-        ["setsid", "sh", "-c", script],
+        ["sh", "-c", script],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -222,7 +234,9 @@ def main() -> None:
                 if time.monotonic() > deadline:
                     break
                 port = _free_port()
-                rx = _receiver(link, rx_cpu, c, rcvbuf, out, port, env)
+                rx = _receiver(
+                    link, rx_cpu, c, rcvbuf, out, port, env, deadline - time.monotonic() + 30
+                )
                 samples: dict[str, list[dict[str, Any]]] = {}
                 try:
                     _wait_listening(link.address, link.rx_ns, port, time.monotonic() + 30)
