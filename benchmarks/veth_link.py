@@ -12,6 +12,7 @@ import ctypes
 import os
 import shutil
 import subprocess
+import time
 
 from transport import HEADER_BYTES
 
@@ -77,38 +78,22 @@ class Link:
         self.remove()
         self._ip("netns", "add", TX_NS)
         self._ip("netns", "add", RX_NS)
-        self._ip("link", "add", TX_DEV, "type", "veth", "peer", "name", RX_DEV)
+        # A pair deleted with its namespace goes away asynchronously: retry a few times.
+        for attempt in range(30):
+            try:
+                self._ip("link", "add", TX_DEV, "type", "veth", "peer", "name", RX_DEV)
+                break
+            except subprocess.CalledProcessError:
+                if attempt == 29:
+                    raise
+                time.sleep(0.1)
         self._ip("link", "set", TX_DEV, "netns", TX_NS)
         self._ip("link", "set", RX_DEV, "netns", RX_NS)
         for ns, dev, addr in ((TX_NS, TX_DEV, TX_ADDR), (RX_NS, RX_DEV, RX_ADDR)):
             self._ip("-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
             self._ip("-n", ns, "link", "set", dev, "up")
             self._ip("-n", ns, "link", "set", "lo", "up")
-        rate = f"{int(self.line_rate_bps * (PAYLOAD + WIRE_OVERHEAD) / PAYLOAD)}bit"
-        subprocess.run(
-            [
-                "ip",
-                "netns",
-                "exec",
-                TX_NS,
-                "tc",
-                "qdisc",
-                "add",
-                "dev",
-                TX_DEV,
-                "root",
-                "tbf",
-                "rate",
-                rate,
-                "burst",
-                "32kb",
-                "latency",
-                "20ms",
-            ],
-            check=True,
-            capture_output=True,
-            timeout=10,
-        )
+        self._shape("add")
         mask = format(1 << self.rx_cpu, "x")
         subprocess.run(
             [
@@ -125,17 +110,31 @@ class Link:
             timeout=10,
         )
         self.rx_ns, self.tx_ns, self.address = RX_NS, TX_NS, RX_ADDR
-        self.note = (
-            f"veth {TX_DEV}->{RX_DEV}, tbf {rate} (payload {self.line_rate_bps:.4g} bit/s), "
-            f"RPS to CPU {self.rx_cpu}"
+        self.reset(self.line_rate_bps)
+
+    def _shape(self, verb: str) -> str:
+        # tbf counts wire bytes: the payload rate times the datagram's bytes on the wire.
+        rate = f"{int(self.line_rate_bps * (PAYLOAD + WIRE_OVERHEAD) / PAYLOAD)}bit"
+        subprocess.run(
+            [
+                *("ip", "netns", "exec", TX_NS, "tc", "qdisc", verb, "dev", TX_DEV, "root"),
+                *("tbf", "rate", rate, "burst", "32kb", "latency", "20ms"),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=10,
         )
+        return rate
 
     def reset(self, line_rate_bps: float) -> None:
-        """Make the link anew at another line rate (bit/s of payload)."""
+        """Set another line rate (bit/s of payload) on the link in place."""
         self.line_rate_bps = line_rate_bps
         if self.kind == "veth":
-            self.remove()
-            self._make()
+            rate = self._shape("replace")
+            self.note = (
+                f"veth {TX_DEV}->{RX_DEV}, tbf {rate} (payload {line_rate_bps:.4g} bit/s), "
+                f"RPS to CPU {self.rx_cpu}"
+            )
 
     def remove(self) -> None:
         for ns in (TX_NS, RX_NS):

@@ -148,8 +148,9 @@ class ReceiverAdvisor:
         ``blastrate calibrate`` applies at once).  Its K and N are replaced by the next
         two; the provenance's ``time_slice_s`` and ``kernel_s_per_datagram`` (from a
         calibration) feed the time-slice model.
-    buffer_packets : int
-        K, datagrams the receiver's socket holds (measured from its SO_RCVBUF).
+    buffer_packets : int or None
+        K, datagrams the receiver's socket holds (measured from its SO_RCVBUF); None
+        keeps the profile's.
     batch_packets : int
         N, datagrams the receiver drains per wake-up.
     cpus : collection of int
@@ -170,7 +171,7 @@ class ReceiverAdvisor:
         self,
         own: Callable[[], tuple[HostProfile, dict[str, Any] | None]],
         *,
-        buffer_packets: int,
+        buffer_packets: int | None,
         batch_packets: int,
         cpus: Collection[int],
         workload: Callable[[Collection[int]], Workload],
@@ -206,10 +207,8 @@ class ReceiverAdvisor:
                 raise AdviceError("profile", str(exc)) from None
         slice_s = _provenance_number(provenance, "time_slice_s") or DEFAULT_TIME_SLICE_S
         kernel_s = _provenance_number(provenance, "kernel_s_per_datagram") or 0.0
-        host = profile.replace(
-            buffer_packets=self.buffer_packets,
-            coalesce_packets=min(self.batch_packets, self.buffer_packets),
-        )
+        k = profile.buffer_packets if self.buffer_packets is None else self.buffer_packets
+        host = profile.replace(buffer_packets=k, coalesce_packets=min(self.batch_packets, k))
         workload = self.workload(self.cpus)
         size = max(int(file_size_bytes), 1)
         if model == "paper":
