@@ -46,8 +46,9 @@ and every model's and baseline's rate, each ``--runs`` times in shuffled order. 
 best time is the lowest mean over the grids alone; every scored rate gets
 ``time_ratio = mean time / best`` with a bootstrap 95 % interval.  The measured loss
 onset is the lowest grid rate whose mean first-round loss exceeds 1 %.  The 1-minute
-load is recorded before and during each workload; a workload whose load exceeds what
-its own tasks explain (C + I + 2 + ``--noise-margin``) is marked ``noisy``.
+load and the run queue (``/proc/loadavg``) are recorded beside every transfer; a workload
+whose mean run queue exceeds what its own tasks explain (C + I + 2 + ``--noise-margin``) is
+marked ``noisy`` and not scored.
 """
 
 from __future__ import annotations
@@ -398,10 +399,16 @@ def _spread(xs: list[float]) -> dict[str, float]:
     }
 
 
+def _runnable() -> int:
+    """Tasks runnable on the whole machine right now (``/proc/loadavg``'s 4th field)."""
+    return int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+
+
 def _one_transfer(
     src: Path, link: Link, port: int, rate: float, args: argparse.Namespace, deadline: float
 ) -> dict[str, Any]:
     load = os.getloadavg()[0]
+    runnable = _runnable()
     try:
         rep = send_file(
             src,
@@ -417,7 +424,7 @@ def _one_transfer(
         )
     except SendError as exc:
         time.sleep(1.2)  # let the receiver give up on that transfer
-        return {"ok": False, "error": str(exc), "load1": load}
+        return {"ok": False, "error": str(exc), "load1": load, "runnable": runnable}
     return {
         "ok": True,
         "time_s": rep.transfer_s,
@@ -425,6 +432,7 @@ def _one_transfer(
         "first_loss": rep.rounds[0].loss,
         "achieved_rate_bps": rep.rounds[0].achieved_rate_bps,
         "load1": load,
+        "runnable": runnable,
     }
 
 
@@ -558,6 +566,7 @@ def run_workload(
     finally:
         os.sched_setaffinity(0, old)
     load_during = statistics.fmean(s["load1"] for v in samples.values() for s in v)
+    runnable = statistics.fmean(s["runnable"] for v in samples.values() for s in v)
 
     # The models at every measured rate: the default model's first-round loss and time.
     ts_curve = time_slice_bottleneck_rate(
@@ -627,7 +636,9 @@ def run_workload(
         None,
     )
     # What the workload itself explains: its C + I tasks, the receiver and the sender.
-    noisy = load_during > cpu_tasks + io_tasks + 2 + args.noise_margin
+    # The run queue when each transfer starts, not the 1-minute load average: that lags a
+    # change of workload by a minute (it marked quiet C = 0 rows after C = 3 rows noisy).
+    noisy = runnable > cpu_tasks + io_tasks + 2 + args.noise_margin
     scored_models = {name: {**m, **score(m["rate_bps"])} for name, m in models.items()}
     model_onset = next((r["rate_bps"] for r in per_rate if r["model_loss"] > 0.01), None)
     return {
@@ -644,6 +655,7 @@ def run_workload(
         "model_loss_onset_bps": model_onset,
         "load_before": load_before,
         "load_during": load_during,
+        "runnable_during": runnable,
         "noisy": noisy,
         "rates": per_rate,
     }
@@ -731,7 +743,10 @@ def report(result: dict[str, Any]) -> None:
             f"C={w['cpu_tasks']} I={w['io_tasks']}"
         )
         if w["noisy"]:
-            misses.append(f"{tag}: noisy (load {w['load_during']:.1f}), not scored")
+            misses.append(
+                f"{tag}: noisy ({w.get('runnable_during', w['load_during']):.1f} runnable), "
+                "not scored"
+            )
             continue
         r, ci = w["time_ratio"], w["time_ratio_ci"]
         limit = 1.05 if w["delay_s"] >= 0.1 else 1.10

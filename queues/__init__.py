@@ -11,6 +11,10 @@ rates at once::
     sol.loss_probability, sol.throughput_bps
     loss_probability(lam, 20_800.0, 64, 6)         # the loss alone, fast path
 
+The receive buffer of a receiver that the CPU scheduler takes away in time slices, with
+finite blasts, is :mod:`queues.modulated` (``ModulatedQueue``, ``modulated_loss``,
+``blast_loss``).
+
 Rules: the paper's fixed batch N (default), or the general ``[a, b]`` rule
 (``min_batch=a``, ``batch=b``); service: exponential (``service_rate``) or phase-type
 (``phase_type=(alpha, T)``, ``service_rate=None``).
@@ -18,10 +22,22 @@ Rules: the paper's fixed batch N (default), or the general ``[a, b]`` rule
 
 from .bulk import BulkQueueSolution, bulk_service_queue, loss_probability
 from .errors import QueueParameterError
+from .modulated import (
+    ModulatedQueue,
+    blast_loss,
+    blast_loss_terms,
+    modulated_loss,
+    time_slice_environment,
+)
 
 __all__ = [
     "BulkQueueSolution",
+    "ModulatedQueue",
     "QueueParameterError",
+    "blast_loss",
+    "blast_loss_terms",
     "bulk_service_queue",
     "loss_probability",
+    "modulated_loss",
+    "time_slice_environment",
 ]

@@ -26,6 +26,17 @@ The whole method -- end-system SRNs, NIC queue, transfer -- in one call::
     )
     r.bottleneck.rate_bps, r.service.rate_per_s, r.queue_at_rate.loss_probability
 
+The time-slice model (scheduler slices, kernel work, finite blasts), which a receiver
+uses to advise a sender's ``--rate auto``::
+
+    from transport import time_slice_bottleneck_rate
+
+    r = time_slice_bottleneck_rate(
+        Workload(cpu_tasks=2, io_tasks=0, cores=1), profile,
+        file_size_bytes=20_000_000, propagation_delay_s=0.01, time_slice_s=3.8e-3,
+    )
+    r.rate_bps, r.first_round_loss, r.loss_onset_bps, r.curve
+
 Send a real file with RBUDP (UDP blasts, a TCP control connection for the bitmap of
 missing packets, SHA-256 at the end)::
 
@@ -40,6 +51,7 @@ rounds = ceil(N_resend) + 1, loss >= 1 never completes (``completes`` False, ``N
 ``to_dict()``), and the search is a deterministic global scan plus refinement to 0.1 Mbps.
 """
 
+from .advice import AdviceError, RateAdvice, ReceiverAdvisor
 from .bottleneck import (
     MAX_CURVE_POINTS,
     BottleneckRate,
@@ -69,6 +81,7 @@ from .receiver import (
     safe_file_name,
 )
 from .sender import RoundReport, SendError, SendReport, send_file
+from .timeslice import TimeSliceCurve, TimeSliceResult, time_slice_bottleneck_rate
 from .wire import HEADER_BYTES, DatagramCodec, WireError
 
 __all__ = [
@@ -76,6 +89,7 @@ __all__ = [
     "DEFAULT_PACKET_PAYLOAD_BYTES",
     "HEADER_BYTES",
     "MAX_CURVE_POINTS",
+    "AdviceError",
     "BottleneckRate",
     "ControlError",
     "DatagramCodec",
@@ -84,13 +98,17 @@ __all__ = [
     "NicService",
     "NoCompletingRateError",
     "PipelineResult",
+    "RateAdvice",
     "ReceiveError",
     "ReceiveReport",
     "Receiver",
+    "ReceiverAdvisor",
     "ReceiverLimits",
     "RoundReport",
     "SendError",
     "SendReport",
+    "TimeSliceCurve",
+    "TimeSliceResult",
     "TransferCurve",
     "TransferTerms",
     "TransferTime",
@@ -100,6 +118,7 @@ __all__ = [
     "effective_bottleneck_rate",
     "safe_file_name",
     "send_file",
+    "time_slice_bottleneck_rate",
     "total_size_bytes",
     "transfer_time",
     "transfer_time_terms",
