@@ -78,12 +78,20 @@ class ModulatedQueue:
         K, datagrams the buffer holds (>= 1).
     batch : int
         N, most datagrams a wake-up takes (>= 1).
+    idle_holds : bool, default False
+        The environment leaves a serving phase (``service_rates > 0``) only while the
+        buffer holds something: the receiver's slice runs down only while it works.  An
+        idle receiver sleeps, and a scheduler that keeps a sleeper's lag (CFS, EEVDF) gives
+        it the CPU back when it wakes; its competitors use the time meanwhile, and it is
+        not sent away for their slices.  Off, the environment runs regardless (a server
+        with vacations independent of the queue).
     """
 
     environment: NDArray[np.float64]
     service_rates: NDArray[np.float64]
     buffer_packets: int
     batch: int
+    idle_holds: bool = False
 
     def __post_init__(self) -> None:
         env = np.asarray(self.environment, dtype=np.float64)
@@ -117,6 +125,7 @@ class ModulatedQueue:
         object.__setattr__(self, "service_rates", rates)
         object.__setattr__(self, "buffer_packets", K)
         object.__setattr__(self, "batch", N)
+        object.__setattr__(self, "idle_holds", bool(self.idle_holds))
 
     @property
     def phases(self) -> int:
@@ -154,12 +163,17 @@ class ModulatedQueue:
             (np.ones(K), (busy, busy - np.minimum(busy, N))), shape=(K + 1, K + 1)
         ) - sp.diags(np.where(levels >= 1, 1.0, 0.0))
         M = self.phases
-        eye_m, eye_k = sp.identity(M, format="csr"), sp.identity(K + 1, format="csr")
-        q = (
-            sp.kron(eye_k, sp.csr_matrix(self.environment))
-            + sp.kron(arrive, eye_m)
-            + sp.kron(serve, sp.diags(self.service_rates))
-        )
+        eye_m = sp.identity(M, format="csr")
+        env = sp.csr_matrix(self.environment)
+        if self.idle_holds:
+            # At level 0 the serving phases hold still; every other level moves as usual.
+            still = self.environment * (self.service_rates <= 0)[:, None]
+            busy_levels = sp.diags((levels >= 1).astype(float))
+            idle_level = sp.diags((levels == 0).astype(float))
+            moves = sp.kron(busy_levels, env) + sp.kron(idle_level, sp.csr_matrix(still))
+        else:
+            moves = sp.kron(sp.identity(K + 1, format="csr"), env)
+        q = moves + sp.kron(arrive, eye_m) + sp.kron(serve, sp.diags(self.service_rates))
         return sp.csc_matrix(q)
 
     def anchor(self, arrival_rate: float) -> int:
@@ -173,9 +187,15 @@ class ModulatedQueue:
         return self.buffer_packets * self.phases + np.arange(self.phases)
 
     def empty_start(self) -> NDArray[np.float64]:
-        """The start of a blast: empty buffer, environment in its stationary phase."""
+        """The start of a blast: empty buffer, the environment in its stationary phase; with
+        ``idle_holds``, after a long idle spell, in one of the serving phases (the others
+        have run out while the receiver slept), each alike."""
         x = np.zeros(self.phases * (self.buffer_packets + 1))
-        x[: self.phases] = self.phase_distribution()
+        if self.idle_holds:
+            serving = (self.service_rates > 0).astype(float)
+            x[: self.phases] = serving / serving.sum()
+        else:
+            x[: self.phases] = self.phase_distribution()
         return x
 
 

@@ -165,6 +165,7 @@ def time_slice_bottleneck_rate(
     time_slice_s: float = DEFAULT_TIME_SLICE_S,
     kernel_s_per_datagram: float = 0.0,
     settle_s: float = 0.0,
+    wakeup_preemption: bool = False,
     rates_bps: NDArray[np.float64] | None = None,
     grid_points: int = 32,
 ) -> TimeSliceResult:
@@ -192,6 +193,13 @@ def time_slice_bottleneck_rate(
         rate, kernel work excluded.
     settle_s : float, default 0
         The receiver's wait for stragglers after a lossy blast (s).
+    wakeup_preemption : bool, default False
+        True: the receiver's slice runs down only while it has datagrams to take; an idle
+        receiver sleeps, keeps its turn (CFS and EEVDF keep a sleeper's lag) and gets the
+        CPU back on wake-up (:class:`queues.modulated.ModulatedQueue` ``idle_holds``).
+        False (the model that was scored, README "Validation"): the vacations come
+        regardless of the receiver's own load.  Not the default until a validation run
+        has scored it.
     rates_bps : ndarray, optional
         Score exactly these rates (bit/s) and take the best of them; default: a grid of
         ``grid_points`` rates over (0, line rate], refined around its best.
@@ -227,7 +235,13 @@ def time_slice_bottleneck_rate(
         backlog, drain = np.empty(lam.size), np.empty(lam.size)
         for i in range(lam.size):  # one small chain per rate
             env, service = time_slice_environment(c, slice_s, mu * left[i])
-            queue = ModulatedQueue(env, service, profile.buffer_packets, profile.coalesce_packets)
+            queue = ModulatedQueue(
+                env,
+                service,
+                profile.buffer_packets,
+                profile.coalesce_packets,
+                idle_holds=wakeup_preemption,
+            )
             terms = blast_loss_terms(queue, lam[i : i + 1])
             p_k[i], deviation_s[i], backlog[i] = (t[0] for t in terms)
             # The backlog drains after the blast, when the kernel has no more arrivals
@@ -280,5 +294,6 @@ def time_slice_bottleneck_rate(
             "time_slice_s": slice_s,
             "kernel_s_per_datagram": kernel_s,
             "settle_s": settle_s,
+            "wakeup_preemption": wakeup_preemption,
         },
     )

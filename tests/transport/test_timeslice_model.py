@@ -98,6 +98,16 @@ def test_busier_receivers_take_longer_and_a_small_buffer_loses_earlier() -> None
     assert small.loss_onset_bps < big.loss_onset_bps
 
 
+def test_wakeup_preemption_loses_less_with_a_small_buffer() -> None:
+    kw = {"file_size_bytes": 20_000_000, "propagation_delay_s": 0.01, "time_slice_s": 3e-3}
+    rates = np.array([100e6, 200e6])
+    small = PROFILE.replace(buffer_packets=60)
+    w = Workload(cpu_tasks=2, io_tasks=0)
+    independent = time_slice_bottleneck_rate(w, small, rates_bps=rates, **kw)
+    held = time_slice_bottleneck_rate(w, small, rates_bps=rates, wakeup_preemption=True, **kw)
+    assert np.all(held.curve.first_round_loss < independent.curve.first_round_loss)
+
+
 def test_kernel_work_lowers_the_rate() -> None:
     kw = {"file_size_bytes": 20_000_000, "propagation_delay_s": 0.1}
     w = Workload(cpu_tasks=1, io_tasks=0)
