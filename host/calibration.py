@@ -306,6 +306,11 @@ class IdleSpinner:
         The CPU to watch.
     baseline_s : float, default 0.5
         How long to measure the loop's speed with nothing else running (s).
+
+    Raises
+    ------
+    RuntimeError
+        On entry, when the CPU was never idle during the baseline.
     """
 
     def __init__(self, cpu: int, baseline_s: float = 0.5) -> None:
@@ -325,6 +330,12 @@ class IdleSpinner:
         time.sleep(self.baseline_s)
         count, t = self.mark()
         self.idle_rate = (count - first[0]) / (t - first[1])
+        if not self.idle_rate > 0:
+            self.__exit__()
+            raise RuntimeError(
+                f"CPU {self.cpu} was never idle for {self.baseline_s:g} s: other tasks keep it "
+                "busy, so the CPU they leave cannot be measured"
+            )
         return self
 
     def __exit__(self, *exc: object) -> None:
