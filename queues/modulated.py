@@ -179,7 +179,9 @@ class ModulatedQueue:
     def anchor(self, arrival_rate: float) -> int:
         """A likely state to anchor the stationary solve: empty below capacity, else full."""
         if arrival_rate < self.mean_capacity():
-            return 0
+            # With idle_holds an empty buffer is never seen in a non-serving phase.
+            serving = np.flatnonzero(self.service_rates > 0)
+            return int(serving[0]) if self.idle_holds else 0
         return int(self.full_states()[0])
 
     def full_states(self) -> NDArray[np.intp]:
@@ -281,7 +283,10 @@ def _stationary(q: sp.csc_matrix, anchor: int = 0) -> NDArray[np.float64]:
     pi = np.empty(n)
     pi[anchor] = 1.0
     pi[keep] = np.clip(rest, 0.0, None)
-    return pi / pi.sum()
+    total = pi.sum()
+    if not np.isfinite(total):
+        raise QueueParameterError("arrival_rate", "the chain is too stiff to solve in float64")
+    return pi / total
 
 
 def _check_rates(arrival_rates: ArrayLike) -> NDArray[np.float64]:

@@ -15,7 +15,6 @@ The request (all optional but the delay)::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -26,6 +25,7 @@ from .pipeline import workload_bottleneck_rate
 from .timeslice import DEFAULT_TIME_SLICE_S, time_slice_bottleneck_rate
 
 __all__ = [
+    "MAX_ADVICE_WORK",
     "AdviceError",
     "AdviceModel",
     "RateAdvice",
@@ -38,6 +38,9 @@ __all__ = [
 AdviceModel = Literal["timeslice", "paper"]
 _MODELS: tuple[str, ...] = get_args(AdviceModel)
 _MAX_DELAY_S = 60.0
+#: Most work (K * (7 (N + 1))^2, about the banded solve's flops per rate) a receiver puts
+#: into one piece of advice: about a second for the whole search on this machine.
+MAX_ADVICE_WORK = 2.0e8
 
 
 class AdviceError(ValueError):
@@ -63,7 +66,7 @@ def parse_advice_request(request: Any) -> tuple[float, str | None, AdviceModel]:
     if (
         isinstance(delay, bool)
         or not isinstance(delay, int | float)
-        or not (math.isfinite(delay) and 0 < delay <= _MAX_DELAY_S)
+        or not (0 < delay <= _MAX_DELAY_S)
     ):
         raise AdviceError(
             "propagation_delay_s", f"must be a number of seconds in (0, {_MAX_DELAY_S:g}]"
@@ -208,6 +211,16 @@ class ReceiverAdvisor:
         slice_s = _provenance_number(provenance, "time_slice_s") or DEFAULT_TIME_SLICE_S
         kernel_s = _provenance_number(provenance, "kernel_s_per_datagram") or 0.0
         k = profile.buffer_packets if self.buffer_packets is None else self.buffer_packets
+        # The time-slice chain costs about K * (N * phases)^2 per rate: refuse what would
+        # keep this receiver (which serves one sender at a time) busy for seconds.
+        n_batch = min(self.batch_packets, k)
+        if model == "timeslice" and k * (7 * (n_batch + 1)) ** 2 > MAX_ADVICE_WORK:
+            raise AdviceError(
+                "buffer_packets",
+                f"K={k} with N={n_batch} is beyond what this receiver advises on "
+                f"(max_advice_work={MAX_ADVICE_WORK}); use a smaller --batch or --rcvbuf, "
+                "or --model paper",
+            )
         host = profile.replace(buffer_packets=k, coalesce_packets=min(self.batch_packets, k))
         workload = self.workload(self.cpus)
         size = max(int(file_size_bytes), 1)

@@ -215,8 +215,13 @@ def blast(
             now = clock()
             ahead = due - now
             if ahead > 0.0:
+                if now > deadline:
+                    raise SendError("total_timeout_s", "the transfer did not finish in time")
                 if ahead > _SLEEP_THRESHOLD_S:
-                    time.sleep(ahead - _SLEEP_MARGIN_S)
+                    # Never past the deadline, which is checked again on waking.
+                    time.sleep(min(ahead - _SLEEP_MARGIN_S, max(deadline - now, 0.0)))
+                    if clock() > deadline:
+                        raise SendError("total_timeout_s", "the transfer did not finish in time")
                 while clock() < due:
                     pass
             elif -ahead > slack:
@@ -257,7 +262,8 @@ def _advised_rate(advice: Any) -> float:
     if "error" in advice:
         raise SendError("advice", f"the receiver could not advise: {str(advice['error'])[:400]}")
     rate = advice.get("predicted_rate_bps")
-    if isinstance(rate, bool) or not isinstance(rate, int | float) or not (0 < rate < 1e13):
+    # A floor of 1 kbit/s: a hostile or broken receiver must not park the sender for hours.
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not (1e3 <= rate < 1e13):
         raise SendError("advice", f"the receiver advised an invalid rate {rate!r}")
     return float(rate)
 

@@ -275,7 +275,9 @@ def time_slice_bottleneck_rate(
                 )
             )
         )
-    best = int(np.argmin(curve.transfer_time_s))
+    best = int(
+        np.argmin(np.where(np.isfinite(curve.transfer_time_s), curve.transfer_time_s, np.inf))
+    )
     lossy = np.flatnonzero(curve.first_round_loss > 0.01)
     return TimeSliceResult(
         rate_bps=float(curve.rate_bps[best]),

@@ -365,12 +365,19 @@ def send(
     stdout_console().print(table)
     target = "unpaced" if rate_bps is None else f"{rate_bps / 1e6:.1f} Mbit/s ({source})"
     if auto is not None:
-        w = auto.get("workload", {})
+        raw_w = auto.get("workload")
+        w = raw_w if isinstance(raw_w, dict) else {}
+        raw_loss = auto.get("predicted_loss")
+        loss = (
+            f"{raw_loss:.3g}"
+            if isinstance(raw_loss, int | float) and not isinstance(raw_loss, bool)
+            else "unknown"
+        )
         target += (
             f" from {auto.get('computed_by')}: profile {auto.get('profile')}, "
             f"C={w.get('cpu_tasks')} I={w.get('io_tasks')} m={w.get('cores')}, "
             f"K={auto.get('buffer_packets')} N={auto.get('coalesce_packets')}, "
-            f"model {auto.get('model')}, predicted loss {auto.get('predicted_loss', 0):.3g}"
+            f"model {auto.get('model')}, predicted loss {loss}"
         )
     click.echo(
         f"rate {target}; sha256 {report.sha256} {'verified' if report.digest_ok else 'MISMATCH'}"

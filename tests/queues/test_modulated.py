@@ -171,3 +171,11 @@ def test_bad_parameters_name_themselves() -> None:
     with pytest.raises(QueueParameterError) as err:
         modulated_loss(ModulatedQueue(env, rates, 10, 4), [0.0])
     assert err.value.parameter == "arrival_rates"
+
+
+def test_idle_holds_solves_a_chain_whose_first_phase_does_not_serve() -> None:
+    # Found by review: the stationary solve was anchored on an unreachable state.
+    env = np.array([[-100.0, 100.0], [200.0, -200.0]])
+    q = ModulatedQueue(env, np.array([0.0, 5000.0]), 20, 4, idle_holds=True)
+    swapped = ModulatedQueue(env[::-1, ::-1], np.array([5000.0, 0.0]), 20, 4, idle_holds=True)
+    np.testing.assert_allclose(modulated_loss(q, [3000.0]), modulated_loss(swapped, [3000.0]))

@@ -121,3 +121,25 @@ def test_malformed_requests_name_their_field(request_: Any, field: str) -> None:
     with pytest.raises(AdviceError) as err:
         parse_advice_request(request_)
     assert err.value.field == field
+
+
+def test_a_huge_buffer_is_refused_not_solved_for_minutes() -> None:
+    advisor = ReceiverAdvisor(
+        lambda: (PROFILE, None),
+        buffer_packets=65_536,
+        batch_packets=64,
+        cpus={0},
+        workload=_workload,
+    )
+    with pytest.raises(AdviceError) as err:
+        advisor(20_000_000, {"propagation_delay_s": 0.01})
+    assert err.value.field == "buffer_packets" and "max_advice_work" in err.value.reason
+
+
+@pytest.mark.parametrize("rate", [1e-300, 1.0, -5.0, float("nan"), "fast", True, 1e20])
+def test_a_hostile_advised_rate_is_refused(rate: Any) -> None:
+    from transport.sender import _advised_rate  # the sender's own check, tested directly
+
+    with pytest.raises(SendError) as err:
+        _advised_rate({"predicted_rate_bps": rate})
+    assert err.value.field == "advice"
