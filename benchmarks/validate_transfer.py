@@ -680,31 +680,24 @@ def plot(result: dict[str, Any], path: str) -> None:
             pts = [r for r in w["rates"] if r["time_s"].get("n")]
             x = [r["rate_bps"] / 1e6 for r in pts]
             label = f"C={w['cpu_tasks']}, I={w['io_tasks']}" + (" (noisy)" if w["noisy"] else "")
-            ax_t.errorbar(
-                x,
-                [r["time_s"]["mean"] for r in pts],
-                yerr=[r["time_s"]["std"] for r in pts],
-                marker="o",
-                ms=3,
-                capsize=2,
-                linestyle="none",
-                color=color,
-                label=label,
-            )
-            ax_t.plot(x, [r["model_time_s"] for r in pts], color=color, linestyle="--", lw=1)
+            # Measured (points with their spread) and modelled (dashed), time then loss.
+            for ax, measured, modelled in (
+                (ax_t, "time_s", "model_time_s"),
+                (ax_l, "first_round_loss", "model_loss"),
+            ):
+                ax.errorbar(
+                    x,
+                    [r[measured]["mean"] for r in pts],
+                    yerr=[r[measured]["std"] for r in pts],
+                    marker="o",
+                    ms=3,
+                    capsize=2,
+                    linestyle="none",
+                    color=color,
+                    label=label,
+                )
+                ax.plot(x, [r[modelled] for r in pts], color=color, linestyle="--", lw=1)
             ax_t.axvline(w["predicted_rate_bps"] / 1e6, color=color, linestyle=":", lw=1.2)
-            ax_l.errorbar(
-                x,
-                [r["first_round_loss"]["mean"] for r in pts],
-                yerr=[r["first_round_loss"]["std"] for r in pts],
-                marker="o",
-                ms=3,
-                capsize=2,
-                linestyle="none",
-                color=color,
-                label=label,
-            )
-            ax_l.plot(x, [r["model_loss"] for r in pts], "--", color=color, lw=1)
         K, N, delay = key
         ax_t.set_title(
             f"K={K} N={N} delay {delay * 1e3:g} ms: time (dashed: model, dotted: predicted)",
