@@ -16,6 +16,8 @@ COPY srn/ srn/
 COPY host/ host/
 COPY queues/ queues/
 COPY transport/ transport/
+COPY datamover/ datamover/
+COPY planning/ planning/
 COPY app/ app/
 RUN /opt/blastrate/bin/pip install -c constraints.txt .
 

@@ -38,6 +38,7 @@ from .problems import (
 )
 from .routes import health, page, planning, plots, problem_types, sweeps, what_if
 from .routes.jobs import JobService
+from .schemas import BOOLEAN_MARK
 from .settings import Settings
 from .shutdown import BoundedShutdown
 from .state import ServiceState
@@ -138,6 +139,9 @@ def _validation_problem(exc: RequestValidationError) -> ProblemError:
                     actual = _number_or_none(value)
                 break
         reason = str(error.get("msg"))
+        value = error.get("input")
+        if isinstance(value, str) and value.endswith(BOOLEAN_MARK):
+            reason = "Input should be a number, not true or false"
         if actual is not None and math.isnan(actual):
             # NaN fails every bound, so pydantic reports the first: not the reason.
             reason, limit, allowed, actual = "Input should be a number, not NaN", None, None, None

@@ -28,6 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .lifeline import end_with
 from .pool import worker_context
 
 if TYPE_CHECKING:  # the job processes import this module; they need no database code
@@ -61,9 +62,12 @@ def _job_main(
     request: dict[str, Any],
     budget: dict[str, Any],
     max_result_bytes: int,
+    server_pid: int | None = None,
 ) -> None:
     """Body of a job process: solve, sending progress and then the answer through ``conn``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if server_pid is not None:
+        end_with(server_pid)
     from .problems import problem_from_exception
     from .srn_solve import SolveBudget, solve_srn
 
@@ -312,7 +316,7 @@ class JobRunner:
             parent, child = self._context.Pipe(duplex=False)
             process = self._context.Process(
                 target=_job_main,
-                args=(child, record.request, self.budget, self.max_result_bytes),
+                args=(child, record.request, self.budget, self.max_result_bytes, os.getpid()),
                 daemon=True,
                 name=f"blastrate-job-{record.id[:8]}",
             )

@@ -36,10 +36,11 @@ from typing import Any
 import anyio.to_thread
 
 from .guard import resident_bytes
+from .lifeline import end_with
 from .observability import Metrics
 from .problems import FieldProblem, ProblemError, problem_from_exception
 
-__all__ = ["SolvePool", "pid_exists", "worker_context"]
+__all__ = ["SolvePool", "worker_context"]
 
 log = logging.getLogger("blastrate.pool")
 
@@ -89,10 +90,13 @@ def _worker_main(
     conn: multiprocessing.connection.Connection,
     memory_bytes: int | None = None,
     blas_threads: int | None = None,
+    server_pid: int | None = None,
 ) -> None:
     """Body of a worker process: run jobs from the pipe until told to stop."""
     # Ctrl-C in a terminal signals the whole process group; the server shuts the pool down.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if server_pid is not None:
+        end_with(server_pid)
     from .jobs import JOBS
 
     _bound_worker(memory_bytes, blas_threads)
@@ -137,7 +141,7 @@ class _Worker:
         parent, child = context.Pipe()
         self.process = context.Process(
             target=_worker_main,
-            args=(child, memory_bytes, blas_threads),
+            args=(child, memory_bytes, blas_threads, os.getpid()),
             daemon=True,
             name="blastrate-solver",
         )
@@ -508,14 +512,3 @@ class SolvePool:
         if self.metrics is not None:
             self.metrics.pool_busy.set(self._busy)
             self.metrics.pool_waiting.set(self._waiting)
-
-
-def pid_exists(pid: int) -> bool:
-    """Whether a process with this id exists (and is not a zombie we own)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

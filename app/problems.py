@@ -225,6 +225,14 @@ PROBLEM_TYPES: dict[str, ProblemType] = _by_slug(
         4,
     ),
     ProblemType(
+        "unauthorized",
+        401,
+        "Authentication required",
+        "This route writes or reveals the host, and the service was started with "
+        "`BLASTRATE_API_TOKEN`: send `Authorization: Bearer TOKEN`.",
+        2,
+    ),
+    ProblemType(
         "internal-error",
         500,
         "Internal error",

@@ -12,12 +12,21 @@ setting does not change the API contract.
 
 from __future__ import annotations
 
+import functools
+import typing
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    model_validator,
+)
 
 __all__ = [
+    "BOOLEAN_MARK",
     "BottleneckQuery",
     "BottleneckRateRequest",
     "BottleneckRateResult",
@@ -66,10 +75,57 @@ Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
 Expression = Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION_CHARS)]
 
 
+@functools.cache
+def _bool_is_foreign(annotation: Any) -> bool:
+    """True when no JSON boolean can be a legitimate value anywhere in ``annotation``:
+    no ``bool`` in it, and no nested model or ``Any`` (which check their own values)."""
+    if annotation is bool or annotation is Any:
+        return False
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return False
+    if typing.get_origin(annotation) is Literal:
+        return not any(isinstance(a, bool) for a in typing.get_args(annotation))
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is Annotated:
+        args = args[:1]
+    return all(_bool_is_foreign(a) for a in args if a is not type(None) and a is not Ellipsis)
+
+
+#: What a boolean becomes in a number field before validation (see RequestModel).
+BOOLEAN_MARK = " (a boolean is not a number)"
+
+
+def _unmask_bools(value: Any) -> Any:
+    """``value`` with every boolean in it replaced by a string that no number field
+    accepts, so that the field's own check fails where the boolean is (its ``loc``)."""
+    if isinstance(value, bool):
+        return f"{str(value).lower()}{BOOLEAN_MARK}"
+    if isinstance(value, dict):
+        return {k: _unmask_bools(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unmask_bools(v) for v in value]
+    return value
+
+
 class RequestModel(BaseModel):
-    """Base of request bodies: unknown fields, NaN and infinities are rejected."""
+    """Base of request bodies: unknown fields, NaN and infinities are rejected, and a
+    boolean is never a number (pydantic's lax mode would read ``false`` as 0)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_as_number(cls, data: Any) -> Any:
+        # Each nested model runs this on its own fields; here only this model's.
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        out = dict(data)
+        for name, value in data.items():
+            field = fields.get(name)
+            if field is not None and _bool_is_foreign(field.annotation):  # type: ignore[arg-type]
+                out[name] = _unmask_bools(value)
+        return out
 
 
 class ResponseModel(BaseModel):

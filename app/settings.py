@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings"]
@@ -138,6 +138,12 @@ class Settings(BaseSettings):
         "(default: the system's temporary directory).",
     )
     # -- long solves (/srn/jobs) -----------------------------------------------------------
+    api_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token (BLASTRATE_API_TOKEN) that, when set, every route that "
+        "writes (profiles, jobs) or reveals the host (`/host`, `workload=live`) requires "
+        "in `Authorization: Bearer TOKEN`; the model's read-only routes stay open.",
+    )
     database_url: str | None = Field(
         default=None,
         description="SQLAlchemy URL of the job and profile database (BLASTRATE_DATABASE_URL); "

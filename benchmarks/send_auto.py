@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from veth_link import Link
 
+from datamover import new_secret
 from host import HostProfile
 from host.store import ProfileStore
 
@@ -96,10 +97,6 @@ def _receiver(
                 str(out),
                 "--batch",
                 "8",
-                "--transfers",
-                "10000",
-                "--wait",
-                "600s",
                 "--overwrite",
                 *(["--rcvbuf", str(rcvbuf)] if rcvbuf else []),
             ],
@@ -207,7 +204,12 @@ def main() -> None:
     profile = HostProfile(**cal["profile"]).replace(name="calibrated-host")
     rx_cpu, tx_cpu = sorted(os.sched_getaffinity(0))[:2]
     work = Path(tempfile.mkdtemp(prefix="blastrate-auto-"))
-    env = {**os.environ, "BLASTRATE_DATABASE_URL": f"sqlite:///{work / 'profiles.db'}"}
+    env = {
+        **os.environ,
+        "BLASTRATE_DATABASE_URL": f"sqlite:///{work / 'profiles.db'}",
+        # Both ends read the run's shared secret from the environment.
+        "BLASTRATE_SECRET": new_secret(),
+    }
     store = ProfileStore(env["BLASTRATE_DATABASE_URL"])
     store.put(
         profile,

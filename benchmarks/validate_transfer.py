@@ -78,6 +78,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from veth_link import CLONE_NEWNET, Link, setns
 
 import queues
+from datamover import HEADER_BYTES, Receiver, ReceiverLimits, SendError, new_secret, send_file
+from datamover.sender import blast
 from host import HostProfile, Workload
 from host.calibration import (
     IdleSpinner,
@@ -87,20 +89,13 @@ from host.calibration import (
     run_io_task,
     write_line_file,
 )
-from transport import (
-    HEADER_BYTES,
-    Receiver,
-    ReceiverLimits,
-    SendError,
-    send_file,
-    transfer_time,
-    workload_bottleneck_rate,
-)
-from transport.sender import blast
+from transport import transfer_time, workload_bottleneck_rate
 from transport.timeslice import competitors_per_core, time_slice_bottleneck_rate
 
 PAYLOAD = 1468
 CTX = multiprocessing.get_context("fork")
+# One secret for the run; the receiver is a forked child and inherits it.
+SECRET = new_secret().encode()
 # The receiver's wait for stragglers after a blast (s); the model is told the same.
 SETTLE_S = 0.002
 
@@ -151,6 +146,7 @@ def _receiver(
     try:
         with Receiver(
             out,
+            secret=SECRET,
             host=opts["address"],
             batch_packets=opts["batch"],
             rcvbuf_bytes=opts["rcvbuf"],
@@ -325,6 +321,7 @@ def calibrate_link(
                         link.address,
                         port,
                         rate_bps=rate,
+                        secret=SECRET,
                         name="payload.bin",
                         total_timeout_s=60,
                     )
@@ -415,6 +412,7 @@ def _one_transfer(
             link.address,
             port,
             rate_bps=rate,
+            secret=SECRET,
             name="payload.bin",
             emulate_delay_s=args.delay,
             max_rounds=args.max_rounds,

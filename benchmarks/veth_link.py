@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import time
 
-from transport import HEADER_BYTES
+from datamover import HEADER_BYTES
 
 __all__ = ["CLONE_NEWNET", "RX_ADDR", "RX_NS", "TX_ADDR", "TX_NS", "Link", "setns"]
 

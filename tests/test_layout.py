@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LIBRARIES = ("srn", "host", "queues", "transport", "planning")
+LIBRARIES = ("srn", "host", "queues", "transport", "datamover", "planning")
 PACKAGES = (*LIBRARIES, "app")
 WEB = ("fastapi", "starlette", "uvicorn")
 

@@ -37,21 +37,14 @@ uses to advise a sender's ``--rate auto``::
     )
     r.rate_bps, r.first_round_loss, r.loss_onset_bps, r.curve
 
-Send a real file with RBUDP (UDP blasts, a TCP control connection for the bitmap of
-missing packets, SHA-256 at the end)::
-
-    from transport import Receiver, send_file
-
-    with Receiver("incoming/", port=9000) as rx:      # on the receiving host
-        rx.serve_one()
-    send_file("data.bin", "receiver.example", 9000, rate_bps=800e6)   # on the sender
+The real data mover (sender, receiver, wire format) that acts on these numbers is
+the :mod:`datamover` package.
 
 Conventions: S = file size + ceil(file size / S_pkt) * header bytes (32 by default),
 rounds = ceil(N_resend) + 1, loss >= 1 never completes (``completes`` False, ``None`` in
 ``to_dict()``), and the search is a deterministic global scan plus refinement to 0.1 Mbps.
 """
 
-from .advice import AdviceError, RateAdvice, ReceiverAdvisor
 from .bottleneck import (
     MAX_CURVE_POINTS,
     BottleneckRate,
@@ -59,7 +52,6 @@ from .bottleneck import (
     bulk_queue_bottleneck_rate,
     effective_bottleneck_rate,
 )
-from .control import ControlError
 from .curve import TransferCurve
 from .errors import NoCompletingRateError, TransportParameterError
 from .pipeline import NicService, PipelineResult, workload_bottleneck_rate
@@ -72,52 +64,32 @@ from .rbudp import (
     transfer_time,
     transfer_time_terms,
 )
-from .receiver import (
-    DeterministicDrop,
-    ReceiveError,
-    Receiver,
-    ReceiveReport,
-    ReceiverLimits,
-    safe_file_name,
+from .timeslice import (
+    DEFAULT_TIME_SLICE_S,
+    TimeSliceCurve,
+    TimeSliceResult,
+    time_slice_bottleneck_rate,
 )
-from .sender import RoundReport, SendError, SendReport, send_file
-from .timeslice import TimeSliceCurve, TimeSliceResult, time_slice_bottleneck_rate
-from .wire import HEADER_BYTES, DatagramCodec, WireError
 
 __all__ = [
     "DEFAULT_HEADER_BYTES",
     "DEFAULT_PACKET_PAYLOAD_BYTES",
-    "HEADER_BYTES",
+    "DEFAULT_TIME_SLICE_S",
     "MAX_CURVE_POINTS",
-    "AdviceError",
     "BottleneckRate",
-    "ControlError",
-    "DatagramCodec",
-    "DeterministicDrop",
     "LossFunction",
     "NicService",
     "NoCompletingRateError",
     "PipelineResult",
-    "RateAdvice",
-    "ReceiveError",
     "ReceiveReport",
-    "Receiver",
-    "ReceiverAdvisor",
-    "ReceiverLimits",
-    "RoundReport",
-    "SendError",
-    "SendReport",
     "TimeSliceCurve",
     "TimeSliceResult",
     "TransferCurve",
     "TransferTerms",
     "TransferTime",
     "TransportParameterError",
-    "WireError",
     "bulk_queue_bottleneck_rate",
     "effective_bottleneck_rate",
-    "safe_file_name",
-    "send_file",
     "time_slice_bottleneck_rate",
     "total_size_bytes",
     "transfer_time",

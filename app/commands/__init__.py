@@ -56,15 +56,30 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
 
-import click
 
-from app.version import __version__
+def _interrupted_while_starting(signum: int, frame: FrameType | None) -> None:
+    # Ctrl-C while the commands are still being imported: nothing to clean up yet, and a
+    # traceback from the middle of an import would only confuse.
+    sys.stderr.write("blastrate: interrupted\n")
+    os._exit(130)
 
-from .common import (
+
+# Only while this package's body runs (the imports below); restored at its end.
+_STARTING = threading.current_thread() is threading.main_thread()
+_PREVIOUS_SIGINT = signal.signal(signal.SIGINT, _interrupted_while_starting) if _STARTING else None
+
+import click  # noqa: E402
+
+from app.version import __version__  # noqa: E402
+
+from .common import (  # noqa: E402
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -72,16 +87,16 @@ from .common import (
     EXIT_USAGE,
     CliError,
 )
-from .curve import curve
-from .host import probe
-from .host_calibrate import calibrate
-from .planning import sweep, what_if_command
-from .profiles import profiles
-from .rate import rate
-from .serve import serve
-from .solve import solve
-from .srn_files import convert
-from .transfer import receive, send
+from .curve import curve  # noqa: E402
+from .host import probe  # noqa: E402
+from .host_calibrate import calibrate  # noqa: E402
+from .planning import sweep, what_if_command  # noqa: E402
+from .profiles import profiles  # noqa: E402
+from .rate import rate  # noqa: E402
+from .serve import serve  # noqa: E402
+from .solve import solve  # noqa: E402
+from .srn_files import convert  # noqa: E402
+from .transfer import receive, send  # noqa: E402
 
 __all__ = ["BlastrateGroup", "main"]
 
@@ -209,3 +224,8 @@ main.add_command(send)
 main.add_command(receive)
 main.add_command(sweep)
 main.add_command(what_if_command)
+
+# Started: from here Ctrl-C is a KeyboardInterrupt, which BlastrateGroup turns into
+# "blastrate: interrupted" and status 130 after the command has cleaned up.
+if _STARTING:
+    signal.signal(signal.SIGINT, _PREVIOUS_SIGINT)

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app.units import QuantityError, parse_bitrate, parse_size
+from datamover import HEADER_BYTES, DatagramCodec
 from host import HostProfile, WorkloadError
 from host.calibration import (
     Spread,
@@ -32,7 +33,6 @@ from host.calibration import (
     measure_net_service,
     measure_time_slice,
 )
-from transport import HEADER_BYTES, DatagramCodec
 
 from .common import stdout_console
 
@@ -58,7 +58,7 @@ def receive_path(payload_bytes: int, packets: int = 1024) -> tuple[list[bytes], 
         ``process(view)``, the per-datagram work.
     """
     size = packets * payload_bytes
-    codec = DatagramCodec(0x5EED, os.urandom(8), size, payload_bytes)
+    codec = DatagramCodec(0x5EED, os.urandom(32), size, payload_bytes)
     data = os.urandom(size)
     datagrams = [
         codec.encode(i, 1, data[i * payload_bytes : (i + 1) * payload_bytes])

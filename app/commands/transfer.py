@@ -1,11 +1,16 @@
 """``blastrate receive`` and ``blastrate send``: move a real file with RBUDP.
 
-The receiver serves a bounded number of transfers (one by default) into a directory; the
-sender blasts a file at a fixed rate, as fast as it can (``max``), or at the rate the
-receiver advises (``auto``): the sender's HELLO asks, and the receiver answers from its
+Both ends share a secret (``--secret-file PATH`` or ``$BLASTRATE_SECRET``); a receiver
+started without one makes one and prints it once.  ``--insecure`` on both ends is the
+only way to go without (:mod:`datamover.handshake` says what the secret protects).
+
+The receiver serves until stopped (``--once``: until one transfer is complete), several
+senders at once up to ``--max-sessions``, into a directory; the sender blasts a file at
+a fixed rate, as fast as it can (``max``), or at the rate the receiver advises
+(``auto``): the sender's HELLO asks, and the receiver answers from its
 own profile (the host default that ``blastrate calibrate`` set, or ``--profile``), its
 socket's real K, its batch N and the tasks competing for its CPUs right now
-(:mod:`transport.advice`).  ``--service URL`` asks a blastrate service instead
+(:mod:`datamover.advice`).  ``--service URL`` asks a blastrate service instead
 (``GET {service}/bottleneck-rate?workload=live&...``), for receivers that are not
 ``blastrate receive``.
 
@@ -18,8 +23,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Collection
 from pathlib import Path
@@ -31,18 +38,23 @@ from rich.console import Console
 from rich.table import Table
 
 from app.units import QuantityError, parse_bitrate, parse_duration, parse_size
-from host import HostProfile, Workload, WorkloadError
-from transport import (
-    DEFAULT_PACKET_PAYLOAD_BYTES,
+from datamover import (
     HEADER_BYTES,
+    SECRET_ENV,
     ReceiveError,
     Receiver,
+    ReceiverAdvisor,
+    ReceiveReport,
     ReceiverLimits,
     RoundReport,
+    SecretError,
     SendError,
+    load_secret,
+    new_secret,
     send_file,
 )
-from transport.advice import ReceiverAdvisor
+from host import HostProfile, Workload, WorkloadError
+from transport import DEFAULT_PACKET_PAYLOAD_BYTES
 
 from .common import stdout_console
 
@@ -52,7 +64,48 @@ EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_MODEL, EXIT_UNREACHABLE, EXIT_SERVER = 
 EXIT_INTERRUPTED = 130
 # Fields the receiver refuses on the sender's input (its HELLO): a usage error, not a
 # failed transfer.
-_INPUT_FIELDS = {"name", "size", "payload_bytes", "file", "rate", "emulate_delay_s", "to"}
+_INPUT_FIELDS = {
+    "name",
+    "size",
+    "payload_bytes",
+    "file",
+    "rate",
+    "emulate_delay_s",
+    "to",
+    "secret",
+    "source_port",
+}
+
+
+def _secret_option(secret_file: Path | None, insecure: bool) -> bytes | None:
+    """The secret from ``--secret-file`` or ``$BLASTRATE_SECRET``; None with
+    ``--insecure``.  Exits with status 2 on a bad or conflicting choice."""
+    try:
+        secret = load_secret(secret_file)
+    except SecretError as exc:
+        _fail(exc.field, exc.reason, EXIT_USAGE)
+    if insecure and secret is not None:
+        _fail(
+            "--insecure",
+            "excludes a secret (--secret-file or BLASTRATE_SECRET): give one or the other",
+            EXIT_USAGE,
+        )
+    return secret
+
+
+def _secret_options(command: Any) -> Any:
+    command = click.option(
+        "--insecure",
+        is_flag=True,
+        help="No secret: anyone who reaches the port may send (and the sender cannot tell "
+        "who receives). Both ends must say it.",
+    )(command)
+    return click.option(
+        "--secret-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help=f"File holding the secret both ends share [default: ${SECRET_ENV}].",
+    )(command)
 
 
 def _fail(field: str, reason: str, status: int) -> NoReturn:
@@ -244,6 +297,14 @@ def receiver_advisor(
 @click.option(
     "--timeout", "timeout", default="1h", show_default=True, help="Limit on the whole transfer."
 )
+@click.option(
+    "--cport",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Local UDP port the data leaves from (0 = any), as iperf3's --cport.",
+)
+@_secret_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def send(
     file: Path,
@@ -258,6 +319,9 @@ def send(
     name: str | None,
     max_rounds: int,
     timeout: str,
+    cport: int,
+    secret_file: Path | None,
+    insecure: bool,
     as_json: bool,
 ) -> None:
     """Send FILE to a `blastrate receive` with RBUDP."""
@@ -280,6 +344,21 @@ def send(
         _fail(exc.field, str(exc).split(": ", 1)[-1], EXIT_USAGE)
     if not file.is_file():
         _fail("file", f"{str(file)!r} is not a readable file", EXIT_USAGE)
+    if rate == "auto" and service is not None and (profile is not None or model != "timeslice"):
+        _fail(
+            "--profile" if profile is not None else "--model",
+            "applies when the receiver advises; not with --service",
+            EXIT_USAGE,
+        )
+    secret = _secret_option(secret_file, insecure)
+    if secret is None and not insecure:
+        _fail(
+            "--secret-file",
+            f"the receiver needs its secret: give --secret-file PATH or set {SECRET_ENV} "
+            "(a receiver started without one printed it), or --insecure for a receiver "
+            "started with --insecure",
+            EXIT_USAGE,
+        )
     size = file.stat().st_size
     rate_bps: float | None = fixed
     source = "fixed" if fixed is not None else rate
@@ -287,12 +366,6 @@ def send(
     ask: dict[str, Any] | None = None
     if rate == "auto":
         if service is not None:
-            if profile is not None or model != "timeslice":
-                _fail(
-                    "--profile" if profile is not None else "--model",
-                    "applies when the receiver advises; not with --service",
-                    EXIT_USAGE,
-                )
             if prop is None:
                 parsed = httpx.URL(service)
                 rtt = _round_trip_s(
@@ -319,8 +392,11 @@ def send(
                 host,
                 port,
                 rate_bps=rate_bps,
+                secret=secret,
+                insecure=insecure,
                 payload_bytes=payload,
                 name=name,
+                source_port=cport,
                 emulate_delay_s=delay,
                 max_rounds=max_rounds,
                 total_timeout_s=total_timeout,
@@ -389,7 +465,14 @@ def send(
     "--port",
     required=True,
     type=click.IntRange(1, 65535),
-    help="TCP control port (UDP data on the same number).",
+    help="TCP control port.",
+)
+@click.option(
+    "--udp-port",
+    default=None,
+    type=click.IntRange(1, 65535),
+    help="A fixed UDP data port, for a firewall; then one transfer at a time "
+    "[default: a free port per transfer].",
 )
 @click.option(
     "--output",
@@ -397,7 +480,13 @@ def send(
     type=click.Path(file_okay=False, dir_okay=True, path_type=Path),
     help="Existing directory for received files.",
 )
-@click.option("--host", default="0.0.0.0", show_default=True, help="Address to bind.")
+@click.option(
+    "--host",
+    default="0.0.0.0",
+    show_default=True,
+    help="Address to bind: every IPv4 address by default; 127.0.0.1 for this host only, "
+    ":: for IPv6.",
+)
 @click.option(
     "--batch",
     default=16,
@@ -411,13 +500,25 @@ def send(
 @click.option(
     "--timeout", "timeout", default="1h", show_default=True, help="Limit on each transfer."
 )
-@click.option("--wait", default="1h", show_default=True, help="Longest wait for a sender.")
+@click.option(
+    "--idle-timeout",
+    default="60s",
+    show_default=True,
+    help="Longest silence of an authenticated sender before its transfer is dropped.",
+)
+@click.option(
+    "--max-sessions",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Transfers served at once; more senders are told to retry later.",
+)
+@click.option("--once", is_flag=True, help="Exit after the first complete transfer.")
 @click.option(
     "--transfers",
-    default=1,
-    show_default=True,
-    type=click.IntRange(1, 10_000),
-    help="Transfers to serve, then exit.",
+    default=None,
+    type=click.IntRange(1, 1_000_000),
+    help="Exit after this many complete transfers [default: serve until stopped].",
 )
 @click.option("--overwrite", is_flag=True, help="Replace a file of the same name.")
 @click.option(
@@ -426,9 +527,11 @@ def send(
     help="Host profile for the rate this receiver advises to `send --rate auto` "
     "[default: this host's default from `blastrate calibrate`, else sx280-2007].",
 )
+@_secret_options
 @click.option("--json", "as_json", is_flag=True, help="Print each report as JSON.")
 def receive(
     port: int,
+    udp_port: int | None,
     output: Path,
     host: str,
     batch: int,
@@ -436,19 +539,45 @@ def receive(
     max_file_size: str,
     max_rounds: int,
     timeout: str,
-    wait: str,
-    transfers: int,
+    idle_timeout: str,
+    max_sessions: int,
+    once: bool,
+    transfers: int | None,
     overwrite: bool,
     profile: str | None,
+    secret_file: Path | None,
+    insecure: bool,
     as_json: bool,
 ) -> None:
-    """Receive files sent with `blastrate send` into OUTPUT."""
+    """Receive files sent with `blastrate send` into OUTPUT, until stopped.
+
+    Only senders that hold the shared secret may send.  Without --secret-file or
+    BLASTRATE_SECRET the receiver makes a secret and prints it once.  The secret
+    decides who may write and keeps every datagram intact; it does not hide the data
+    (see the README's threat model).
+    """
+    if once and transfers is not None:
+        _fail("--once", "excludes --transfers (it is --transfers 1)", EXIT_USAGE)
+    if udp_port is not None and max_sessions != 1:
+        if click.get_current_context().get_parameter_source("max_sessions") is (
+            click.core.ParameterSource.DEFAULT
+        ):
+            max_sessions = 1
+        else:
+            _fail(
+                "--udp-port",
+                "a fixed UDP port serves one transfer at a time: "
+                "drop --max-sessions or set it to 1",
+                EXIT_USAGE,
+            )
+    secret = _secret_option(secret_file, insecure)
     try:
         limits = ReceiverLimits(
             max_file_bytes=parse_size(max_file_size, "max_file_size"),
             max_rounds=max_rounds,
             total_timeout_s=parse_duration(timeout, "timeout"),
-            accept_timeout_s=parse_duration(wait, "wait"),
+            idle_timeout_s=parse_duration(idle_timeout, "idle_timeout"),
+            max_sessions=max_sessions,
         )
         buffer = None if rcvbuf is None else parse_size(rcvbuf, "rcvbuf")
     except QuantityError as exc:
@@ -456,11 +585,24 @@ def receive(
     if not output.is_dir():
         _fail("output", f"{str(output)!r} is not a directory", EXIT_USAGE)
     advisor = receiver_advisor(profile, batch, buffer, f"receiver {host}:{port}")
+    if secret is None and not insecure:
+        made = new_secret()
+        secret = made.encode()
+        click.echo(
+            f"blastrate: no --secret-file or {SECRET_ENV}: this receiver accepts only "
+            f"senders that hold this secret (shown once):\n\n    {made}\n\n"
+            f"Send with:  {SECRET_ENV}='{made}' blastrate send FILE --to HOST:{port}\n"
+            "(or write it to a file readable only by you and pass --secret-file)",
+            err=True,
+        )
     try:
         rx = Receiver(
             output,
+            secret=secret,
+            insecure=insecure,
             host=host,
             port=port,
+            udp_port=udp_port,
             batch_packets=batch,
             rcvbuf_bytes=buffer,
             limits=limits,
@@ -468,25 +610,51 @@ def receive(
             advisor=advisor,
         )
     except OSError as exc:
-        _fail("port", f"cannot bind {host}:{port}: {exc.strerror}", EXIT_USAGE)
-    failed = False
-    with rx:
-        for _ in range(transfers):
-            try:
-                report = rx.serve_one()
-            except ReceiveError as exc:
-                click.echo(f"blastrate: error: {exc.field}: {exc.reason}", err=True)
-                failed = True
-                if exc.field == "accept_timeout_s":
-                    break
-                continue
-            except KeyboardInterrupt:
-                _fail("transfer", "interrupted", EXIT_INTERRUPTED)
+        _fail("--port", f"cannot bind {host}:{port}: {exc.strerror}", EXIT_USAGE)
+    except ReceiveError as exc:
+        _fail(exc.field, exc.reason, EXIT_USAGE)
+    lock = threading.Lock()
+
+    def done(report: ReceiveReport) -> None:
+        with lock:
             if as_json:
                 click.echo(json.dumps(report.to_dict()))
             else:
                 click.echo(
-                    f"received {report.path} ({report.size} bytes) in {report.rounds} rounds, "
-                    f"{report.elapsed_s:.3f} s; sha256 {report.sha256} verified"
+                    f"received {report.path} ({report.size} bytes) from {report.peer} in "
+                    f"{report.rounds} rounds, {report.elapsed_s:.3f} s; sha256 {report.sha256} "
+                    "verified"
                 )
-    sys.exit(EXIT_INTERNAL if failed else EXIT_OK)
+
+    def failed(peer: str, exc: ReceiveError) -> None:
+        with lock:
+            click.echo(
+                f"blastrate: transfer from {peer} failed: {exc.field}: {exc.reason}", err=True
+            )
+
+    def listening() -> None:
+        stale = f"; removed {rx.stale_removed} stale partial files" if rx.stale_removed else ""
+        mode = "ANYONE may send (--insecure)" if insecure else "senders with the secret"
+        click.echo(
+            f"blastrate: receiving into {output} on {host}:{port} from {mode}{stale}; "
+            f"{'one transfer' if once else 'until stopped (Ctrl-C)'}",
+            err=True,
+        )
+
+    # SIGTERM stops serving as Ctrl-C does, but as a normal end (status 0).
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, lambda *_: rx.close()) if on_main else None
+    with rx:
+        try:
+            rx.serve(
+                transfers=1 if once else transfers,
+                on_report=done,
+                on_error=failed,
+                ready=listening,
+            )
+        except KeyboardInterrupt:
+            _fail("receive", "interrupted", EXIT_INTERRUPTED)
+        finally:
+            if on_main:
+                signal.signal(signal.SIGTERM, previous)
+    sys.exit(EXIT_OK)

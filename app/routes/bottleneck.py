@@ -45,6 +45,7 @@ from ..schemas import (
 from ..state import ServiceState, respond, service
 from ..stored_profiles import fetch_profile
 from ..units import QuantityError, parse_bitrate, parse_duration, parse_size
+from .access import check_token
 from .common import (
     NOT_MODIFIED,
     problem_responses,
@@ -199,7 +200,7 @@ def _bounded(value: float, field: str, low: float, high: float, unit: str) -> fl
     tags=["bottleneck"],
     response_model=BottleneckRateResult,
     response_model_exclude_none=True,
-    responses={**NOT_MODIFIED, **problem_responses(404, 422, 429, 503)},
+    responses={**NOT_MODIFIED, **problem_responses(401, 404, 422, 429, 503)},
     openapi_extra={"parameters": query_parameters(BottleneckQuery)},
 )
 async def get_bottleneck_rate(request: Request) -> Response:
@@ -214,6 +215,8 @@ async def get_bottleneck_rate(request: Request) -> Response:
     # One pydantic validation of the whole query string instead of FastAPI's per-
     # parameter extraction (which cost more than the rest of the request handling).
     params = strict_query(request, BottleneckQuery)
+    if params.get("workload") == "live":
+        check_token(request)  # the live probe reveals the host's tasks
     sent = ["query." + name for name in params]
     with only_sent_fields(sent, _RELATED):
         # C and I are required unless the workload is the live probe's.

@@ -30,6 +30,8 @@ _DESCRIPTIONS = {
     400: "Request body is not valid JSON (problem+json).",
     404: "Not found (problem+json).",
     413: "Request body larger than `max_body_bytes` (problem+json).",
+    401: "The service requires its API token for this route: `Authorization: Bearer TOKEN` "
+    "(problem+json).",
     409: "A built-in profile cannot be changed (problem+json).",
     415: "Request body is not JSON (problem+json).",
     422: "Invalid input, a model with no answer, or a limit reached; `errors` names the field "

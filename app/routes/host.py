@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from ..live import latest_probe
 from ..schemas import HostProbeResult
 from ..state import service
+from .access import require_token
 from .common import problem_responses
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(require_token)])
 
 
 @router.get(
@@ -21,7 +22,7 @@ router = APIRouter()
     summary="The live workload and NIC of this host",
     tags=["host"],
     response_model=HostProbeResult,
-    responses=problem_responses(404, 503),
+    responses=problem_responses(401, 404, 503),
 )
 async def get_host(
     request: Request,

@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio.to_thread
 import sqlalchemy.exc
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 import srn
@@ -30,11 +30,12 @@ from ..schemas import SrnJob, SrnSolveRequest
 from ..settings import Settings
 from ..srn_solve import SolveBudget, check_srn_request
 from ..state import encode, service
+from .access import require_token
 from .common import problem_responses
 
 __all__ = ["JobService", "router"]
 
-router = APIRouter(tags=["planning"])
+router = APIRouter(tags=["planning"], dependencies=[Depends(require_token)])
 log = logging.getLogger("blastrate.jobs")
 
 _ID = re.compile(r"^[0-9a-f]{32}$")
@@ -162,7 +163,7 @@ def _not_found(job_id: str) -> ProblemError:
             "description": "Queued; `Location` is the job's URL.",
             "headers": {"Location": {"schema": {"type": "string"}}},
         },
-        **problem_responses(400, 415, 422, 429, 503),
+        **problem_responses(400, 401, 415, 422, 429, 503),
     },
 )
 async def post_srn_job(body: SrnSolveRequest, request: Request) -> Response:
@@ -219,7 +220,7 @@ async def _record(request: Request, job_id: str) -> tuple[JobRunner, JobRecord]:
     operation_id="get_srn_job",
     summary="Status, progress and result of a job",
     response_model=SrnJob,
-    responses=problem_responses(404, 503),
+    responses=problem_responses(401, 404, 503),
 )
 async def get_srn_job(job_id: str, request: Request) -> Response:
     """The job's status and progress (states explored, solver iterations and residual as
@@ -236,7 +237,7 @@ async def get_srn_job(job_id: str, request: Request) -> Response:
     response_model=SrnJob,
     responses={
         204: {"description": "The finished job was deleted."},
-        **problem_responses(404, 503),
+        **problem_responses(401, 404, 503),
     },
 )
 async def delete_srn_job(job_id: str, request: Request) -> Response:

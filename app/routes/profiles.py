@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio.to_thread
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
@@ -22,6 +22,7 @@ from ..problems import FieldProblem, ProblemError, translated_errors
 from ..schemas import ProfileBody, ProfileList, StoredProfileModel
 from ..state import service
 from ..stored_profiles import profile_store
+from .access import require_token
 from .common import problem_responses
 
 router = APIRouter()
@@ -101,9 +102,10 @@ async def get_profile(name: str, request: Request) -> JSONResponse:
     response_model=StoredProfileModel,
     response_model_exclude_none=True,
     status_code=200,
+    dependencies=[Depends(require_token)],
     responses={
         201: {"description": "Created", "model": StoredProfileModel},
-        **problem_responses(400, 409, 415, 422, 503),
+        **problem_responses(400, 401, 409, 415, 422, 503),
     },
 )
 async def put_profile(name: str, body: ProfileBody, request: Request) -> JSONResponse:
@@ -137,7 +139,8 @@ async def put_profile(name: str, body: ProfileBody, request: Request) -> JSONRes
     tags=["profiles"],
     status_code=204,
     response_class=Response,
-    responses=problem_responses(404, 409, 503),
+    dependencies=[Depends(require_token)],
+    responses=problem_responses(401, 404, 409, 503),
 )
 async def delete_profile(name: str, request: Request) -> Response:
     """Remove the stored profile `name` (204).  Built-in profiles cannot be deleted

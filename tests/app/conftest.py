@@ -225,6 +225,8 @@ def live_server(env: dict[str, str], workers: int = 1) -> Iterator[tuple[str, su
     base_env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     full_env = {
         **base_env,
+        # The session's test database (the root conftest.py), never the user's.
+        "BLASTRATE_DATABASE_URL": os.environ["BLASTRATE_DATABASE_URL"],
         "BLASTRATE_WARM_UP": "false",
         "BLASTRATE_LOG_LEVEL": "warning",
         "BLASTRATE_SOLVE_WORKERS": "1",

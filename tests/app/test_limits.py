@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.pool import pid_exists
+from app.lifeline import pid_exists
 from conftest import ENDLESS
 
 

@@ -128,3 +128,53 @@ def test_metrics_are_the_same_from_either_of_two_workers(tmp_path: Path) -> None
         mine = [d for d in directories if d.is_dir()]
         assert len(mine) == 1
         assert len(list(mine[0].glob("histogram_*.db"))) == 2  # one file per worker
+
+
+def _group(pgid: int) -> list[int]:
+    """Processes (not zombies) whose process group is ``pgid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(stat[2]) == pgid and stat[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def test_workers_die_with_a_killed_server() -> None:
+    """Before: after ``kill -9`` of the server, its fork server, resource tracker and a
+    job process kept running, the job computing for three more minutes."""
+    env = {
+        "BLASTRATE_SOLVE_TIMEOUT_S": "120",
+        "BLASTRATE_JOB_TIMEOUT_S": "300",
+        "BLASTRATE_JOB_WORKERS": "1",
+        "BLASTRATE_INPROCESS_MAX_STATES": "1",  # the solve goes to the pool
+    }
+    with live_server(env) as (base, server):
+        job = httpx.post(base + "/srn/jobs", json=ENDLESS, timeout=30)
+        assert job.status_code == 202, job.text
+        thread, _ = _post_in_background(base + "/srn/solve", ENDLESS)
+        url = base + job.headers["location"]
+        deadline = time.monotonic() + 60
+        while httpx.get(url, timeout=30).json()["status"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        # The solve is under way too once the server has its worker processes: the
+        # fork server, the resource tracker, the job's process and the pool's worker.
+        while len(_group(server.pid)) < 5:
+            assert time.monotonic() < deadline, _group(server.pid)
+            time.sleep(0.05)
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait(30)
+        deadline = time.monotonic() + 30
+        while left := _group(server.pid):
+            if time.monotonic() > deadline:
+                for pid in left:
+                    os.kill(pid, signal.SIGKILL)
+                pytest.fail(f"processes outlived the server: {left}")
+            time.sleep(0.05)
+        thread.join(30)

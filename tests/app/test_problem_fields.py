@@ -165,3 +165,51 @@ def test_nan_is_refused_for_what_it_is(client: TestClient, spelling: str) -> Non
     assert error["field"] == "query.mu_net"
     assert error["reason"] == "Input should be a number, not NaN"
     assert "limit" not in error or error["limit"] is None
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        (
+            "/bottleneck-rate",
+            {
+                "workload": {"cpu_tasks": 1, "io_tasks": False},
+                "transfer": {"file_size_bytes": 10**6, "propagation_delay_s": 0.01},
+            },
+            "body.workload.io_tasks",
+        ),
+        (
+            "/bottleneck-rate",
+            {
+                "workload": {"cpu_tasks": True, "io_tasks": 0},
+                "transfer": {"file_size_bytes": 10**6, "propagation_delay_s": 0.01},
+            },
+            "body.workload.cpu_tasks",
+        ),
+        (
+            "/srn/solve",
+            {
+                "net": {
+                    "places": {"q": 0},
+                    "transitions": [{"name": "a", "rate": "lam", "outputs": {"q": 1}}],
+                    "parameters": {"lam": True},
+                }
+            },
+            "body.net.parameters.lam",
+        ),
+        (
+            "/srn/solve",
+            {"net": {"places": {"q": False}, "transitions": []}},
+            "body.net.places.q",
+        ),
+    ],
+)
+def test_a_boolean_is_never_a_number(
+    client: TestClient, path: str, body: dict[str, Any], field: str
+) -> None:
+    """Before: ``io_tasks: false`` was read as 0 (pydantic's lax mode)."""
+    response = client.post(path, json=body)
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    reasons = {e["field"]: e["reason"] for e in problem["errors"]}
+    assert reasons.get(field) == "Input should be a number, not true or false", reasons

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from app.guard import WorkInterrupted, cancel_all, run_guarded
-from app.pool import pid_exists
+from app.lifeline import pid_exists
 from app.srn_solve import estimate_srn_solve
 from conftest import ENDLESS, explosive_net
 

@@ -15,8 +15,9 @@ from click.testing import CliRunner
 
 from app.commands.host_calibrate import calibrate
 from app.commands.transfer import receive, send
-from transport import Receiver, ReceiverLimits, SendError, send_file
+from datamover import Receiver, ReceiverLimits, SendError, send_file
 
+SECRET = "cli-test-secret-0123456789"
 LIMITS = ReceiverLimits(total_timeout_s=30, idle_timeout_s=10, accept_timeout_s=10)
 
 
@@ -44,10 +45,12 @@ def test_send_fixed_rate_json(tmp_path: Path) -> None:
     src = _file(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
-    with Receiver(out, limits=LIMITS) as rx:
+    with Receiver(out, secret=SECRET.encode(), limits=LIMITS) as rx:
         t = _serve_in_thread(rx)
         result = CliRunner().invoke(
-            send, [str(src), "--to", f"127.0.0.1:{rx.port}", "--rate", "100Mbps", "--json"]
+            send,
+            [str(src), "--to", f"127.0.0.1:{rx.port}", "--rate", "100Mbps", "--json"],
+            env={"BLASTRATE_SECRET": SECRET},
         )
         t.join(timeout=30)
     assert result.exit_code == 0, result.output
@@ -81,7 +84,7 @@ def test_send_rate_auto_asks_the_receivers_service(tmp_path: Path) -> None:
     server = HTTPServer(("127.0.0.1", 0), _Advice)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        with Receiver(out, limits=LIMITS) as rx:
+        with Receiver(out, secret=SECRET.encode(), limits=LIMITS) as rx:
             t = _serve_in_thread(rx)
             result = CliRunner().invoke(
                 send,
@@ -95,6 +98,7 @@ def test_send_rate_auto_asks_the_receivers_service(tmp_path: Path) -> None:
                     "2ms",
                     "--json",
                 ],
+                env={"BLASTRATE_SECRET": SECRET},
             )
             t.join(timeout=30)
     finally:
@@ -113,7 +117,7 @@ def test_send_rate_auto_asks_the_receivers_service(tmp_path: Path) -> None:
 def test_send_rate_auto_unreachable_service_exits_4(tmp_path: Path) -> None:
     src = _file(tmp_path)
     port = _free_port()
-    result = CliRunner().invoke(
+    result = CliRunner(env={"BLASTRATE_SECRET": SECRET}).invoke(
         send,
         [
             str(src),
@@ -131,12 +135,23 @@ def test_send_rate_auto_unreachable_service_exits_4(tmp_path: Path) -> None:
 
 def test_send_bad_inputs_exit_2(tmp_path: Path) -> None:
     src = _file(tmp_path)
-    r = CliRunner().invoke(send, [str(src), "--to", "nohostport", "--rate", "1Mbps"])
+    r = CliRunner(env={"BLASTRATE_SECRET": SECRET}).invoke(
+        send, [str(src), "--to", "nohostport", "--rate", "1Mbps"]
+    )
     assert r.exit_code == 2 and "blastrate: error: to:" in r.stderr
     r = CliRunner().invoke(send, [str(src), "--to", "127.0.0.1:9", "--rate", "fast"])
     assert r.exit_code == 2 and "blastrate: error: rate:" in r.stderr
     r = CliRunner().invoke(send, [str(tmp_path / "none"), "--to", "127.0.0.1:9", "--rate", "max"])
     assert r.exit_code == 2 and "blastrate: error: file:" in r.stderr
+    # No secret, and no --insecure: refused before anything goes on the network.
+    r = CliRunner(env={"BLASTRATE_SECRET": None}).invoke(
+        send, [str(src), "--to", "127.0.0.1:9", "--rate", "max"]
+    )
+    assert r.exit_code == 2 and "blastrate: error: --secret-file:" in r.stderr
+    r = CliRunner(env={"BLASTRATE_SECRET": SECRET}).invoke(
+        send, [str(src), "--to", "127.0.0.1:9", "--rate", "max", "--insecure"]
+    )
+    assert r.exit_code == 2 and "blastrate: error: --insecure:" in r.stderr
 
 
 def test_receive_command_takes_one_file(tmp_path: Path) -> None:
@@ -150,7 +165,14 @@ def test_receive_command_takes_one_file(tmp_path: Path) -> None:
         deadline = time.monotonic() + 10
         while True:
             try:
-                send_file(src, "127.0.0.1", port, rate_bps=None, total_timeout_s=20)
+                send_file(
+                    src,
+                    "127.0.0.1",
+                    port,
+                    secret=SECRET.encode(),
+                    rate_bps=None,
+                    total_timeout_s=20,
+                )
                 return
             except SendError as exc:
                 if exc.field != "to" or time.monotonic() > deadline:
@@ -169,10 +191,10 @@ def test_receive_command_takes_one_file(tmp_path: Path) -> None:
             "127.0.0.1",
             "--output",
             str(out),
-            "--wait",
-            "15s",
+            "--once",
             "--json",
         ],
+        env={"BLASTRATE_SECRET": SECRET},
     )
     t.join(timeout=30)
     assert not errors
@@ -246,6 +268,7 @@ def test_receive_advises_from_this_hosts_default_profile(tmp_path: Path) -> None
                         src,
                         "127.0.0.1",
                         port,
+                        secret=SECRET.encode(),
                         rate_bps=None,
                         total_timeout_s=20,
                         advise={"propagation_delay_s": 0.005},
@@ -263,7 +286,8 @@ def test_receive_advises_from_this_hosts_default_profile(tmp_path: Path) -> None
     try:
         result = CliRunner().invoke(
             receive,
-            ["--port", str(port), "--host", "127.0.0.1", "--output", str(out), "--wait", "15s"],
+            ["--port", str(port), "--host", "127.0.0.1", "--output", str(out), "--once"],
+            env={"BLASTRATE_SECRET": SECRET},
         )
         t.join(timeout=30)
     finally:

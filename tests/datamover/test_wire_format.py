@@ -1,11 +1,11 @@
 """The datagram and control formats: round trips, and rejection of every mutation the
 checks are meant to catch.
 
-Reference for the mutation property: a CRC-32 (generator polynomial of degree 32 with a
-non-zero constant term) detects every error burst of length <= 32 bits (Peterson and
-Brown, "Cyclic Codes for Error Detection", Proc. IRE 49(1), 1961).  Any change confined
-to 4 consecutive bytes of a datagram is such a burst, so decode must reject it; no
-probabilistic slack is needed.
+Reference for the mutation property: the tag is keyed BLAKE2b, a pseudorandom function
+(Aumasson, Neves, Wilcox-O'Hearn and Winnerlein, "BLAKE2: simpler, smaller, fast as
+MD5", ACNS 2013, and RFC 7693 section 2.5 on its keyed mode).  A changed datagram passes
+only if its 96-bit tag is guessed: probability 2**-96 per trial, so "every mutation is
+rejected" holds for any number of examples a test can draw.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transport import DatagramCodec, WireError
-from transport.control import ControlError, decode_bitmap, encode_bitmap
-from transport.wire import HEADER_BYTES, KEY_BYTES
+from datamover import DatagramCodec, WireError
+from datamover.control import ControlError, decode_bitmap, encode_bitmap
+from datamover.wire import HEADER_BYTES, KEY_BYTES
 
 
 @st.composite
@@ -123,7 +123,7 @@ def test_control_frames_over_the_limit_or_unknown_are_refused() -> None:
     import socket
     import struct
 
-    from transport.control import MAX_JSON_BYTES, ControlChannel, MessageKind
+    from datamover.control import MAX_JSON_BYTES, ControlChannel, MessageKind
 
     a, b = socket.socketpair()
     rx = ControlChannel(b, max_bitmap_bytes=16, timeout_s=2)

@@ -14,10 +14,10 @@ actually achieved is in the report (``achieved_rate_bps``).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import mmap
 import os
-import secrets
 import socket
 import struct
 import time
@@ -29,9 +29,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from transport import DEFAULT_PACKET_PAYLOAD_BYTES
+
 from .control import ControlChannel, ControlError, MessageKind
-from .rbudp import DEFAULT_PACKET_PAYLOAD_BYTES
-from .wire import KEY_BYTES, MAX_PAYLOAD_BYTES, DatagramCodec, WireError
+from .handshake import PROTOCOL_VERSION, answer_challenge
+from .wire import MAX_PAYLOAD_BYTES, DatagramCodec, WireError
 
 __all__ = [
     "MAX_BURST_PACKETS",
@@ -281,8 +283,11 @@ def send_file(
     port: int,
     *,
     rate_bps: float | None,
+    secret: bytes | None = None,
+    insecure: bool = False,
     payload_bytes: int = DEFAULT_PACKET_PAYLOAD_BYTES,
     name: str | None = None,
+    source_port: int = 0,
     emulate_delay_s: float = 0.0,
     max_rounds: int = 1000,
     total_timeout_s: float = 3600.0,
@@ -304,10 +309,17 @@ def send_file(
         Receiver's TCP control port.
     rate_bps : float or None
         Sending rate of payload (bit/s), > 0; None = as fast as the sender can.
+    secret : bytes, optional
+        The secret shared with the receiver (:func:`datamover.handshake.load_secret`).
+        Required unless ``insecure``.
+    insecure : bool, default False
+        Talk to a receiver that runs without a secret (and only to such a receiver).
     payload_bytes : int, default 1468
         File bytes per datagram S_pkt (the datagram adds a 32-byte header).
     name : str, optional
         Name for the receiver (default: the file's base name).
+    source_port : int, default 0
+        Local UDP port the datagrams leave from (0 = any free port).
     emulate_delay_s : float, default 0
         Emulated one-way propagation delay (s), as in the paper's §IV: each blast starts
         this long after the previous feedback, and each feedback is taken this long after
@@ -346,6 +358,12 @@ def send_file(
         accepted (the receiver keeps nothing).
     """
     source = Path(path)
+    if secret is None and not insecure:
+        raise SendError("secret", "give the shared secret, or insecure=True")
+    if secret is not None and insecure:
+        raise SendError("secret", "a secret and insecure=True exclude each other")
+    if not 0 <= source_port < 65536:
+        raise SendError("source_port", f"must lie in [0, 65535], got {source_port}")
     if rate_bps is not None and not (rate_bps > 0 and np.isfinite(rate_bps)):
         raise SendError("rate", f"must be a finite positive bit rate, got {rate_bps}")
     if not 1 <= payload_bytes <= MAX_PAYLOAD_BYTES:
@@ -383,6 +401,8 @@ def send_file(
             on_round,
             started,
             advise,
+            secret,
+            source_port,
         )
     finally:
         if view is not None:
@@ -405,12 +425,13 @@ def _send(
     max_burst_packets: int,
     on_round: Callable[[RoundReport], None] | None,
     started: float,
-    advise: dict[str, Any] | None = None,
+    advise: dict[str, Any] | None,
+    secret: bytes | None,
+    source_port: int,
 ) -> SendReport:
     try:
-        codec = DatagramCodec(
-            secrets.randbits(64), secrets.token_bytes(KEY_BYTES), size, payload_bytes
-        )
+        # The codec's session and key come from the handshake; this one checks the sizes.
+        codec = DatagramCodec(0, bytes(32), size, payload_bytes)
     except WireError as exc:
         raise SendError("file" if exc.field == "file_size" else exc.field, str(exc)) from None
     report = SendReport(name=name, size=size, packets=codec.packet_count, rate_bps=rate_bps)
@@ -428,16 +449,27 @@ def _send(
         rtt = tcp_round_trip_s(conn) or 2e-3
         advise = {**advise, "propagation_delay_s": max(rtt / 2.0, 1e-6) + delay_s}
     try:
+        keys = answer_challenge(channel, secret)
+        codec = DatagramCodec(keys.session, keys.data_key, size, payload_bytes)
+        # The data socket exists before the HELLO: the receiver connects its own to it.
+        udp = socket.socket(conn.family, socket.SOCK_DGRAM)
+        try:
+            if sndbuf_bytes is not None:
+                udp.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf_bytes)
+            udp.bind((conn.getsockname()[0], source_port))
+        except OSError as exc:
+            raise SendError(
+                "source_port", f"cannot bind the data socket to port {source_port}: {exc.strerror}"
+            ) from None
         channel.send_json(
             MessageKind.HELLO,
             {
-                "version": 1,
+                "version": PROTOCOL_VERSION,
                 "name": name,
                 "size": size,
                 "payload_bytes": payload_bytes,
                 "sha256": report.sha256,
-                "session": codec.session,
-                "key": codec.key.hex(),
+                "udp_port": udp.getsockname()[1],
                 **({} if advise is None else {"advise": advise}),
             },
         )
@@ -450,9 +482,6 @@ def _send(
         if isinstance(udp_port, bool) or not isinstance(udp_port, int) or not 0 < udp_port < 65536:
             raise SendError("udp_port", f"receiver sent an invalid UDP port {udp_port!r}")
         peer = conn.getpeername()[0]
-        udp = socket.socket(conn.family, socket.SOCK_DGRAM)
-        if sndbuf_bytes is not None:
-            udp.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf_bytes)
         udp.connect((peer, udp_port))
         udp.settimeout(control_timeout_s)
 
@@ -461,13 +490,28 @@ def _send(
             assert view is not None
             return codec.encode(seq, round_ & 0xFFFF, view[offset : offset + payload_bytes])
 
+        data_socket = udp
+
+        def send_datagram(d: bytes) -> None:
+            # A datagram that cannot leave is a lost datagram, which the next round
+            # resends: an ICMP error from an earlier one (the receiver's socket was
+            # briefly gone), or a full interface queue.  A receiver that is really gone
+            # shows on the control connection.
+            try:
+                data_socket.send(d)
+            except (ConnectionRefusedError, BlockingIOError):
+                pass
+            except OSError as exc:
+                if exc.errno != errno.ENOBUFS:
+                    raise SendError("connection", f"cannot send a datagram: {exc}") from None
+
         seqs = np.arange(codec.packet_count, dtype=np.int64)
         first = time.monotonic()
         for round_ in range(1, max_rounds + 1):
             if delay_s:
                 time.sleep(delay_s)
             blast_s = blast(
-                udp.send,
+                send_datagram,
                 datagram,
                 seqs,
                 packet_bits=8.0 * payload_bytes,

@@ -6,9 +6,19 @@ bitmap at most the limit the channel was built with.  A frame of an unknown kind
 over-long frame, bad JSON or a bitmap that does not match the transfer is a
 :class:`ControlError`, and the transfer stops: the peer is either broken or hostile.
 
+Once the handshake has proved that both ends hold the secret
+(:mod:`datamover.handshake`), :meth:`ControlChannel.protect` makes every later frame
+carry a 16-byte HMAC-SHA256 tag over its kind, body and position in the stream, keyed
+per direction: a frame that is forged, altered, replayed, reordered or dropped in
+between fails the next check, and the transfer stops.
+
 The exchange (sender S, receiver R)::
 
-    S -> R  HELLO      {"version", "name", "size", "payload_bytes", "sha256", "session", "key"}
+    R -> S  CHALLENGE  {"version", "nonce", "auth"}
+    S -> R  AUTH       {"version", "nonce", "proof"}
+    R -> S  AUTH_OK    {"proof"}                   or ERROR {"field", "reason"}
+    -- every frame from here on carries a tag --
+    S -> R  HELLO      {"version", "name", "size", "payload_bytes", "sha256", "udp_port"}
     R -> S  ACCEPT     {"udp_port"}                or ERROR {"field", "reason"}
     repeat: S blasts the missing datagrams over UDP, then
     S -> R  BLAST_END  {"round", "sent"}
@@ -20,6 +30,8 @@ The exchange (sender S, receiver R)::
 from __future__ import annotations
 
 import enum
+import hashlib
+import hmac
 import json
 import socket
 import struct
@@ -30,6 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
+    "CONTROL_TAG_BYTES",
     "MAX_JSON_BYTES",
     "ControlChannel",
     "ControlError",
@@ -39,8 +52,11 @@ __all__ = [
 ]
 
 MAX_JSON_BYTES = 4096
+#: Bytes of the tag a protected frame carries after its body (truncated HMAC-SHA256).
+CONTROL_TAG_BYTES = 16
 _FRAME = struct.Struct("!BI")
 _MISSING = struct.Struct("!II")
+_COUNTER = struct.Struct("!QB")
 
 
 class MessageKind(enum.IntEnum):
@@ -52,6 +68,9 @@ class MessageKind(enum.IntEnum):
     MISSING = 4
     RESULT = 5
     ERROR = 6
+    CHALLENGE = 7
+    AUTH = 8
+    AUTH_OK = 9
 
 
 class ControlError(Exception):
@@ -110,6 +129,10 @@ class ControlChannel:
         self.sock = sock
         self.max_bitmap_bytes = max_bitmap_bytes
         self.timeout_s = timeout_s
+        self._send_key: bytes | None = None
+        self._receive_key: bytes | None = None
+        self._sent = 0
+        self._received = 0
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             # Small messages that the other side waits for: no Nagle delay.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -118,7 +141,28 @@ class ControlChannel:
         """Close the socket."""
         self.sock.close()
 
+    @property
+    def protected(self) -> bool:
+        """True once :meth:`protect` has been called."""
+        return self._send_key is not None
+
+    def protect(self, send_key: bytes, receive_key: bytes) -> None:
+        """From now on, tag every frame sent with ``send_key`` and check every frame
+        received against ``receive_key`` (HMAC-SHA256 over a per-direction frame
+        counter, the kind and the body, truncated to :data:`CONTROL_TAG_BYTES`)."""
+        self._send_key, self._receive_key = send_key, receive_key
+        self._sent = self._received = 0
+
+    @staticmethod
+    def _tag(key: bytes, counter: int, kind: int, body: bytes) -> bytes:
+        return hmac.new(key, _COUNTER.pack(counter, kind) + body, hashlib.sha256).digest()[
+            :CONTROL_TAG_BYTES
+        ]
+
     def _send(self, kind: MessageKind, body: bytes) -> None:
+        if self._send_key is not None:
+            body += self._tag(self._send_key, self._sent, kind, body)
+            self._sent += 1
         self.sock.settimeout(self.timeout_s)
         try:
             self.sock.sendall(_FRAME.pack(kind, len(body)) + body)
@@ -176,9 +220,22 @@ class ControlChannel:
         except ValueError:
             raise ControlError("frame", f"unknown message kind {raw_kind}") from None
         limit = self.max_bitmap_bytes if kind is MessageKind.MISSING else MAX_JSON_BYTES
+        key = self._receive_key
+        if key is not None:
+            limit += CONTROL_TAG_BYTES
+            if length < CONTROL_TAG_BYTES:
+                raise ControlError("frame", f"{kind.name} of {length} bytes carries no tag")
         if length > limit:
             raise ControlError("frame", f"{kind.name} of {length} bytes exceeds the limit {limit}")
-        return kind, self._exact(length, deadline)
+        body = self._exact(length, deadline)
+        if key is not None:
+            body, tag = body[:-CONTROL_TAG_BYTES], body[-CONTROL_TAG_BYTES:]
+            if not hmac.compare_digest(tag, self._tag(key, self._received, kind, body)):
+                raise ControlError(
+                    "tag", f"{kind.name} failed its integrity check: forged or altered in transit"
+                )
+            self._received += 1
+        return kind, body
 
     def expect_json(
         self, *kinds: MessageKind, timeout_s: float | None = None

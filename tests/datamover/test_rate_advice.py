@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
+from datamover import ReceiveError, Receiver, ReceiverLimits, SendError, send_file
+from datamover.advice import AdviceError, ReceiverAdvisor, parse_advice_request
 from host import Workload, host_profile
-from transport import ReceiveError, Receiver, ReceiverLimits, SendError, send_file
-from transport.advice import AdviceError, ReceiverAdvisor, parse_advice_request
 from transport.timeslice import time_slice_bottleneck_rate
 
+SECRET = b"advice-test-secret-0123"
 LIMITS = ReceiverLimits(total_timeout_s=30, idle_timeout_s=10, accept_timeout_s=10)
 PROFILE = host_profile("sx280-2007").replace(name="lab", mu_net=20_000.0, line_rate_bps=8e8)
 SEEN: list[frozenset[int]] = []
@@ -44,7 +45,7 @@ def _send(tmp_path: Path, advisor: Any, advise: dict[str, Any]) -> Any:
     src.write_bytes(hashlib.shake_256(b"advice").digest(200_000))
     out = tmp_path / "out"
     out.mkdir()
-    with Receiver(out, limits=LIMITS, advisor=advisor) as rx:
+    with Receiver(out, secret=SECRET, limits=LIMITS, advisor=advisor) as rx:
 
         def serve() -> None:
             # A sender that gave up on the advice closes the connection: expected.
@@ -55,7 +56,13 @@ def _send(tmp_path: Path, advisor: Any, advise: dict[str, Any]) -> Any:
         t.start()
         try:
             return send_file(
-                src, "127.0.0.1", rx.port, rate_bps=None, total_timeout_s=30, advise=advise
+                src,
+                "127.0.0.1",
+                rx.port,
+                rate_bps=None,
+                secret=SECRET,
+                total_timeout_s=30,
+                advise=advise,
             )
         finally:
             t.join(timeout=30)
@@ -138,7 +145,7 @@ def test_a_huge_buffer_is_refused_not_solved_for_minutes() -> None:
 
 @pytest.mark.parametrize("rate", [1e-300, 1.0, -5.0, float("nan"), "fast", True, 1e20])
 def test_a_hostile_advised_rate_is_refused(rate: Any) -> None:
-    from transport.sender import _advised_rate  # the sender's own check, tested directly
+    from datamover.sender import _advised_rate  # the sender's own check, tested directly
 
     with pytest.raises(SendError) as err:
         _advised_rate({"predicted_rate_bps": rate})

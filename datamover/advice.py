@@ -20,9 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from host import HostProfile, Workload
-
-from .pipeline import workload_bottleneck_rate
-from .timeslice import DEFAULT_TIME_SLICE_S, time_slice_bottleneck_rate
+from transport import DEFAULT_TIME_SLICE_S, time_slice_bottleneck_rate, workload_bottleneck_rate
 
 __all__ = [
     "MAX_ADVICE_WORK",

@@ -1,0 +1,969 @@
+"""The RBUDP receiver: take files over UDP blasts, report what is missing over TCP.
+
+Serving.  :meth:`Receiver.serve` accepts senders until it is stopped (or has completed
+the transfers asked for), each in its own thread: first the handshake, bounded in time
+(``handshake_timeout_s``) and in number (``max_handshakes``), then, once the peer has
+proved that it holds the secret (:mod:`datamover.handshake`), a transfer slot
+(``max_sessions``).  Nothing is reserved for a peer before that: no slot, no disk, no
+data socket.  A refused, failed or abandoned transfer never stops the receiver.
+
+One transfer: an epoll loop over its own UDP data socket, *connected* to the sender's
+data address so that the kernel drops every datagram from anywhere else before it takes
+a byte of the socket's buffer, and over the TCP control connection.  Each time the UDP
+socket is readable the receiver drains up to
+``batch_packets`` (N) datagrams with a loop of non-blocking ``recv_into`` calls (Python's
+socket module has no ``recvmmsg``), checks each against the session
+(:class:`transport.wire.DatagramCodec`) and writes its payload into a memory map of a
+temporary file in the output directory.  When the sender says a blast is over, the
+receiver drains what is queued, waits ``settle_s`` for stragglers (unless every datagram
+of the blast has arrived), and answers with the
+bitmap of missing packets.  When none is missing it checks the SHA-256 of the whole file
+against the sender's and, only if it matches, renames the temporary file to
+``output_dir/<name>`` -- without replacing a file that appeared there meanwhile,
+unless told to overwrite.  The temporary file is locked while its transfer runs; one left
+by a killed receiver is removed when the next receiver starts on the directory.
+
+Every loop stops by itself: a total deadline, an idle deadline on every phase, a limit
+on rounds, on the file size and on every control message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import mmap
+import os
+import re
+import selectors
+import socket
+import struct
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .control import ControlChannel, ControlError, MessageKind
+from .handshake import PROTOCOL_VERSION, SessionKeys, challenge
+from .wire import HEADER_BYTES, MAX_PAYLOAD_BYTES, DatagramCodec, WireError
+
+__all__ = [
+    "DEFAULT_BATCH_PACKETS",
+    "DEFAULT_MAX_FILE_BYTES",
+    "DeterministicDrop",
+    "ReceiveError",
+    "ReceiveReport",
+    "Receiver",
+    "ReceiverLimits",
+    "ServeSummary",
+    "remove_stale_partials",
+    "safe_file_name",
+]
+
+#: Datagrams drained per wake-up (N) unless told otherwise.
+DEFAULT_BATCH_PACKETS = 16
+#: Largest file accepted unless told otherwise (bytes): 16 GiB.
+DEFAULT_MAX_FILE_BYTES = 16 * 2**30
+_MAX_NAME_BYTES = 255
+# Path separators, C0 and C1 controls, and the Unicode marks that reorder or hide text
+# in a terminal or a file manager (bidirectional embeddings, overrides and isolates, the
+# directional marks, zero-width characters, the byte-order mark).
+_NAME_FORBIDDEN = re.compile(
+    "[/\\\\\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]"
+)
+#: Prefix and suffix of the temporary file a transfer writes; a sender may not use them.
+_PARTIAL_PREFIX = ".blastrate-"
+_PARTIAL_SUFFIX = ".part"
+
+
+class ReceiveError(Exception):
+    """A transfer was refused or failed; nothing was written under the file's name.
+
+    Attributes
+    ----------
+    field : str
+        The offending HELLO field or the limit hit (``"name"``, ``"size"``,
+        ``"max_rounds"``, ``"total_timeout_s"``, ``"sha256"``, ...).
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def safe_file_name(name: Any) -> str:
+    """``name`` if it is a plain file name, else :class:`ReceiveError` (field ``name``).
+
+    Refused: anything but a non-empty string, ``.`` and ``..``, a path separator (``/``
+    or ``\\``), control characters, the Unicode marks that reorder or hide text
+    (bidirectional overrides and isolates, zero-width characters), the receiver's own
+    temporary names (``.blastrate-*.part``), more than 255 UTF-8 bytes.  Refused rather
+    than reduced to a base name: a sender that sends ``../x`` is broken or hostile.
+
+    Examples
+    --------
+    >>> safe_file_name("data.bin")
+    'data.bin'
+    >>> safe_file_name("../etc/passwd")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    datamover.receiver.ReceiveError: name: must be a plain file name, without path ...
+    >>> safe_file_name("invoice\u202egpj.exe")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    datamover.receiver.ReceiveError: name: must be a plain file name, without path ...
+    """
+    if not isinstance(name, str) or not name or name in {".", ".."}:
+        raise ReceiveError("name", "must be a non-empty file name other than '.' and '..'")
+    if _NAME_FORBIDDEN.search(name):
+        raise ReceiveError(
+            "name",
+            "must be a plain file name, without path separators, control characters or "
+            "bidirectional and zero-width marks",
+        )
+    if name.startswith(_PARTIAL_PREFIX) and name.endswith(_PARTIAL_SUFFIX):
+        raise ReceiveError("name", f"{_PARTIAL_PREFIX}*{_PARTIAL_SUFFIX} is the receiver's own")
+    if len(name.encode("utf-8", "surrogatepass")) > _MAX_NAME_BYTES:
+        raise ReceiveError("name", f"must be at most {_MAX_NAME_BYTES} bytes")
+    return name
+
+
+def remove_stale_partials(directory: str | Path) -> int:
+    """Remove the temporary files that killed receivers left in ``directory``.
+
+    A running transfer holds an exclusive lock on its temporary file, so a file whose
+    lock can be taken belongs to no running receiver and is removed.
+
+    Returns
+    -------
+    int
+        Files removed.
+    """
+    removed = 0
+    for path in Path(directory).glob(f"{_PARTIAL_PREFIX}*{_PARTIAL_SUFFIX}"):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a running transfer's
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed += 1
+        finally:
+            os.close(fd)
+    return removed
+
+
+@dataclass(frozen=True)
+class DeterministicDrop:
+    """A test hook: drop a fixed fraction of the valid datagrams, decided by a hash of
+    (seed, packet, round), so a run is reproducible and every round drops afresh.
+
+    Parameters
+    ----------
+    fraction : float
+        Share of datagrams dropped, in [0, 1).
+    seed : int
+        Any integer.
+    """
+
+    fraction: float
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.fraction < 1.0:
+            raise ValueError(f"fraction must lie in [0, 1), got {self.fraction}")
+
+    def __call__(self, seq: int, round_: int) -> bool:
+        """True if packet ``seq`` of round ``round_`` is to be dropped."""
+        h = hashlib.blake2b(struct.pack("!qQI", self.seed, seq, round_), digest_size=8)
+        return int.from_bytes(h.digest(), "big") < self.fraction * 2**64
+
+
+@dataclass(frozen=True)
+class ReceiverLimits:
+    """Bounds on one transfer.
+
+    Attributes
+    ----------
+    max_file_bytes : int
+        Largest file accepted (bytes).
+    max_rounds : int
+        Most blast rounds before the transfer is abandoned.
+    total_timeout_s : float
+        Longest a transfer may take from HELLO to RESULT (s).
+    idle_timeout_s : float
+        Longest wait for any control message or datagram once a peer has
+        authenticated (s).
+    accept_timeout_s : float
+        Longest wait for a sender to connect in :meth:`Receiver.serve_one` (s).
+    handshake_timeout_s : float
+        Longest wait for each message of the handshake, before the peer has proved
+        who it is (s).
+    max_sessions : int
+        Transfers served at once; an authenticated sender beyond them is told the
+        receiver is busy.
+    max_handshakes : int
+        Connections that may be in their handshake at once; more are closed at once.
+    """
+
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    max_rounds: int = 1000
+    total_timeout_s: float = 3600.0
+    idle_timeout_s: float = 60.0
+    accept_timeout_s: float = 3600.0
+    handshake_timeout_s: float = 10.0
+    max_sessions: int = 4
+    max_handshakes: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("max_file_bytes", "max_rounds", "max_sessions", "max_handshakes"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or value < (name != "max_file_bytes")
+            ):
+                raise ReceiveError(name, f"must be a positive integer, got {value!r}")
+        for name in (
+            "total_timeout_s",
+            "idle_timeout_s",
+            "accept_timeout_s",
+            "handshake_timeout_s",
+        ):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and not isinstance(value, bool) and value > 0):
+                raise ReceiveError(name, f"must be a positive number of seconds, got {value!r}")
+
+
+@dataclass
+class ReceiveReport:
+    """What one transfer did, as the receiver saw it.
+
+    Attributes
+    ----------
+    path : Path
+        Where the file was written.
+    peer : str
+        The sender's address.
+    size : int
+        File size (bytes).
+    rounds : int
+        Blast rounds.
+    sha256 : str
+        Digest of the written file (hex); equal to the sender's.
+    accepted, duplicates, rejected, dropped : int
+        Datagrams written, valid repeats, dropped as invalid (wrong session, size or
+        tag), dropped by the test hook.
+    wakeups : int
+        Times the UDP socket was drained.
+    elapsed_s : float
+        From HELLO to the digest check (s).
+    """
+
+    path: Path
+    size: int
+    peer: str = ""
+    rounds: int = 0
+    sha256: str = ""
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    dropped: int = 0
+    wakeups: int = 0
+    elapsed_s: float = 0.0
+    missing_per_round: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "path": str(self.path),
+            "peer": self.peer,
+            "size": self.size,
+            "rounds": self.rounds,
+            "sha256": self.sha256,
+            "accepted": self.accepted,
+            "duplicates": self.duplicates,
+            "rejected": self.rejected,
+            "dropped": self.dropped,
+            "wakeups": self.wakeups,
+            "elapsed_s": self.elapsed_s,
+            "missing_per_round": list(self.missing_per_round),
+        }
+
+
+def _hello_field(hello: dict[str, Any], key: str, kind: type) -> Any:
+    value = hello.get(key)
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ReceiveError(key, f"must be an integer, got {type(value).__name__}")
+    if kind is str and not isinstance(value, str):
+        raise ReceiveError(key, f"must be a string, got {type(value).__name__}")
+    return value
+
+
+class _Transfer:
+    """The state of one file being received (codec, memory map, have-bitmap).
+
+    Every ``OSError`` of the file system becomes a :class:`ReceiveError` (field
+    ``output``) with nothing left behind.
+    """
+
+    def __init__(
+        self,
+        hello: dict[str, Any],
+        keys: SessionKeys,
+        output_dir: Path,
+        limits: ReceiverLimits,
+        overwrite: bool,
+    ) -> None:
+        if hello.get("version") != PROTOCOL_VERSION:
+            raise ReceiveError("version", f"unsupported protocol version {hello.get('version')!r}")
+        self.name = safe_file_name(hello.get("name"))
+        size = _hello_field(hello, "size", int)
+        if not 0 <= size <= limits.max_file_bytes:
+            raise ReceiveError(
+                "size",
+                f"must lie in [0, {limits.max_file_bytes}] bytes (max_file_bytes), got {size}",
+            )
+        payload = _hello_field(hello, "payload_bytes", int)
+        if not 1 <= payload <= MAX_PAYLOAD_BYTES:
+            raise ReceiveError(
+                "payload_bytes", f"must lie in [1, {MAX_PAYLOAD_BYTES}], got {payload}"
+            )
+        digest = _hello_field(hello, "sha256", str)
+        if re.fullmatch(r"[0-9a-f]{64}", digest) is None:
+            raise ReceiveError("sha256", "must be 64 lower-case hex digits")
+        udp_port = _hello_field(hello, "udp_port", int)
+        if not 0 < udp_port < 65536:
+            raise ReceiveError("udp_port", f"must lie in [1, 65535], got {udp_port}")
+        self.sender_udp_port: int = udp_port
+        try:
+            self.codec = DatagramCodec(keys.session, keys.data_key, size, payload)
+        except WireError as exc:
+            raise ReceiveError(exc.field, str(exc)) from None
+        self.digest = digest
+        self.overwrite = overwrite
+        self.final = output_dir / self.name
+        if self.final.is_dir() or self.final.is_symlink():
+            raise ReceiveError(
+                "name", f"{self.name!r} is a directory or a link in the output directory"
+            )
+        if self.final.exists() and not overwrite:
+            raise ReceiveError("name", f"{self.name!r} already exists in the output directory")
+        self.map: mmap.mmap | None = None
+        self.fd = -1
+        try:
+            fd, tmp = tempfile.mkstemp(
+                dir=output_dir, prefix=_PARTIAL_PREFIX, suffix=_PARTIAL_SUFFIX
+            )
+        except OSError as exc:
+            raise ReceiveError(
+                "output", f"cannot create a file in {str(output_dir)!r}: {exc.strerror}"
+            ) from None
+        self.fd = fd
+        self.tmp = Path(tmp)
+        try:
+            # Held until the transfer ends: the mark of a live temporary file.
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if size:
+                # Reserve the blocks now: a memory map over a sparse file on a full disk
+                # fails with SIGBUS, not an exception.
+                os.posix_fallocate(fd, 0, size)
+                self.map = mmap.mmap(fd, size)
+        except OSError as exc:
+            self.discard()
+            raise ReceiveError("size", f"cannot reserve {size} bytes: {exc.strerror}") from None
+        self.have = bytearray(self.codec.packet_count)
+        self.payload = payload
+
+    def missing(self) -> np.ndarray:
+        return np.frombuffer(self.have, dtype=np.uint8) == 0
+
+    def finish(self) -> str:
+        """Check the digest; on a match move the file into place and return the digest."""
+        h = hashlib.sha256()
+        try:
+            if self.map is not None:
+                h.update(self.map)
+                self.map.flush()
+                self.map.close()
+                self.map = None
+            os.fsync(self.fd)
+        except OSError as exc:
+            raise ReceiveError("output", f"cannot write {self.name!r}: {exc.strerror}") from None
+        got = h.hexdigest()
+        if got != self.digest:
+            raise ReceiveError(
+                "sha256", f"file digest {got} does not match the sender's {self.digest}"
+            )
+        self._place()
+        os.close(self.fd)
+        self.fd = -1
+        return got
+
+    def _place(self) -> None:
+        # A hard link never replaces: a file that appeared under the name during the
+        # transfer stays, and this copy is discarded.
+        try:
+            if self.overwrite:
+                if self.final.is_dir():
+                    raise IsADirectoryError(errno.EISDIR, "is a directory")
+                os.replace(self.tmp, self.final)
+            else:
+                os.link(self.tmp, self.final, follow_symlinks=False)
+                self.tmp.unlink()
+        except FileExistsError:
+            raise ReceiveError(
+                "name",
+                f"{self.name!r} appeared in the output directory during the transfer; it "
+                "was kept and the received copy discarded (use overwrite to replace it)",
+            ) from None
+        except OSError as exc:
+            raise ReceiveError(
+                "output", f"cannot move {self.name!r} into place: {exc.strerror}"
+            ) from None
+
+    def discard(self) -> None:
+        if self.map is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.map.close()
+            self.map = None
+        with contextlib.suppress(OSError):
+            self.tmp.unlink(missing_ok=True)
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+@dataclass
+class ServeSummary:
+    """What :meth:`Receiver.serve` did until it returned.
+
+    Attributes
+    ----------
+    served : int
+        Transfers completed (digest checked, file in place).
+    failed : int
+        Authenticated transfers refused or failed.
+    unauthenticated : int
+        Connections that failed or abandoned the handshake.
+    turned_away : int
+        Connections closed at once because ``max_handshakes`` were in progress, plus
+        authenticated senders told the receiver was busy (``max_sessions``).
+    stale_removed : int
+        Temporary files of killed receivers removed at start.
+    """
+
+    served: int = 0
+    failed: int = 0
+    unauthenticated: int = 0
+    turned_away: int = 0
+    stale_removed: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-ready form."""
+        return dict(self.__dict__)
+
+
+class Receiver:
+    """An RBUDP receiver bound to a TCP control port.
+
+    Parameters
+    ----------
+    output_dir : str or Path
+        Existing directory where received files are written.
+    secret : bytes, optional
+        The secret a sender must prove it holds (:func:`datamover.handshake.load_secret`).
+        Required unless ``insecure``.
+    insecure : bool, default False
+        Accept any sender (the handshake still runs, with an empty secret).
+    host : str, default "127.0.0.1"
+        Address to bind, for control and data.
+    port : int, default 0
+        TCP control port (0 = any free port; see :attr:`port`).
+    udp_port : int, optional
+        A fixed UDP data port (for a firewall); then one transfer at a time
+        (``limits.max_sessions`` must be 1).  Default: a free port per transfer.
+    batch_packets : int, default 16
+        Datagrams drained per wake-up (N).
+    rcvbuf_bytes : int, optional
+        SO_RCVBUF of each data socket (Linux doubles it and counts the kernel's
+        per-packet overhead against it).
+    settle_s : float, default 0.02
+        After the sender's end of blast, how long the socket must stay without a valid
+        datagram before the missing bitmap is sent (s).
+    limits : ReceiverLimits, optional
+        Size, round, time and concurrency limits.
+    overwrite : bool, default False
+        Replace an existing file of the same name.
+    drop : callable, optional
+        Test hook ``drop(seq, round) -> bool``: drop that valid datagram.
+    advisor : callable, optional
+        ``advisor(file_size, request) -> advice`` with a ``to_dict()``
+        (:class:`datamover.advice.ReceiverAdvisor`): answers a sender whose HELLO asks
+        for the rate to send at (``"advise"``).  Without one such a sender is told that
+        this receiver gives no advice.
+
+    Raises
+    ------
+    ReceiveError
+        Field ``secret`` without a secret or ``insecure``; ``output`` if the directory
+        does not exist; ``udp_port`` with a fixed data port and ``max_sessions`` > 1.
+    OSError
+        If a port cannot be bound.
+    """
+
+    def __init__(
+        self,
+        output_dir: str | Path,
+        *,
+        secret: bytes | None = None,
+        insecure: bool = False,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        udp_port: int | None = None,
+        batch_packets: int = DEFAULT_BATCH_PACKETS,
+        rcvbuf_bytes: int | None = None,
+        settle_s: float = 0.02,
+        limits: ReceiverLimits | None = None,
+        overwrite: bool = False,
+        drop: Callable[[int, int], bool] | None = None,
+        advisor: Callable[[int, Any], Any] | None = None,
+    ) -> None:
+        if secret is None and not insecure:
+            raise ReceiveError(
+                "secret", "give the shared secret, or insecure=True to accept anyone"
+            )
+        if secret is not None and insecure:
+            raise ReceiveError("secret", "a secret and insecure=True exclude each other")
+        self.secret = secret
+        self.output_dir = Path(output_dir)
+        if not self.output_dir.is_dir():
+            raise ReceiveError("output", f"{str(self.output_dir)!r} is not a directory")
+        if batch_packets < 1:
+            raise ReceiveError("batch_packets", f"must be >= 1, got {batch_packets}")
+        self.limits = limits or ReceiverLimits()
+        if udp_port is not None and self.limits.max_sessions != 1:
+            raise ReceiveError(
+                "udp_port",
+                "a fixed UDP data port serves one transfer at a time: set max_sessions to 1",
+            )
+        self.host = host
+        self.fixed_udp_port = udp_port
+        self.batch_packets = batch_packets
+        self.rcvbuf_bytes = rcvbuf_bytes
+        self.settle_s = settle_s
+        self.overwrite = overwrite
+        self.drop = drop
+        self.advisor = advisor
+        self._family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._stop = threading.Event()
+        self._sessions = threading.BoundedSemaphore(self.limits.max_sessions)
+        self._listener = socket.socket(self._family, socket.SOCK_STREAM)
+        try:
+            self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._listener.bind((host, port))
+            self._listener.listen(128)
+        except OSError:
+            self._listener.close()
+            raise
+        self.port: int = self._listener.getsockname()[1]
+        self.stale_removed = remove_stale_partials(self.output_dir)
+
+    def close(self) -> None:
+        """Stop serving: close the listener and abort running transfers."""
+        self._stop.set()
+        self._listener.close()
+
+    def __enter__(self) -> Receiver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- serving ---------------------------------------------------------------------
+
+    def serve_one(self) -> ReceiveReport:
+        """Accept one sender and receive its file, in the calling thread.
+
+        Returns
+        -------
+        ReceiveReport
+            Where the file went and what the transfer did.
+
+        Raises
+        ------
+        ReceiveError
+            If no sender connects within ``accept_timeout_s``, the peer fails the
+            handshake (``secret``), the HELLO is refused (name, size, ...), a limit is
+            hit, the control exchange fails or the digest does not match.  Nothing is
+            left under the file's name; the temporary file is removed.
+        """
+        self._listener.settimeout(self.limits.accept_timeout_s)
+        try:
+            conn, peer = self._listener.accept()
+        except TimeoutError:
+            raise ReceiveError(
+                "accept_timeout_s", f"no sender within {self.limits.accept_timeout_s:g} s"
+            ) from None
+        channel = self._channel(conn)
+        try:
+            keys = self._authenticate(channel)
+            return self._session(channel, keys, peer[0])
+        finally:
+            channel.close()
+
+    def serve(
+        self,
+        *,
+        transfers: int | None = None,
+        on_report: Callable[[ReceiveReport], None] | None = None,
+        on_error: Callable[[str, ReceiveError], None] | None = None,
+        ready: Callable[[], None] | None = None,
+    ) -> ServeSummary:
+        """Serve senders, several at once, until :meth:`close` or ``transfers`` completed.
+
+        Parameters
+        ----------
+        transfers : int, optional
+            Return after this many completed transfers (``--once`` is 1); by default
+            serve until :meth:`close` is called (from another thread or a signal
+            handler).  Refused, failed and abandoned transfers do not count.
+        on_report : callable, optional
+            Called with each completed transfer's report (from its thread).
+        on_error : callable, optional
+            Called with the peer's address and the error of each refused or failed
+            transfer and each failed handshake (from its thread).
+        ready : callable, optional
+            Called once the receiver accepts connections.
+
+        Returns
+        -------
+        ServeSummary
+            Counts of what happened.  When it returns, no transfer is running: those
+            still running when the count was reached are finished, those running at
+            :meth:`close` are aborted.
+        """
+        summary = ServeSummary(stale_removed=self.stale_removed)
+        lock = threading.Lock()
+        handshakes = threading.BoundedSemaphore(self.limits.max_handshakes)
+        threads: set[threading.Thread] = set()
+        enough = threading.Event()
+
+        def run(conn: socket.socket, peer: str) -> None:
+            channel = self._channel(conn)
+            try:
+                try:
+                    keys = self._authenticate(channel)
+                except ReceiveError as exc:
+                    with lock:
+                        summary.unauthenticated += 1
+                    if on_error is not None:
+                        on_error(peer, exc)
+                    return
+                finally:
+                    handshakes.release()
+                try:
+                    report = self._session(channel, keys, peer)
+                except ReceiveError as exc:
+                    with lock:
+                        if exc.field == "max_sessions":
+                            summary.turned_away += 1
+                        else:
+                            summary.failed += 1
+                    if on_error is not None:
+                        on_error(peer, exc)
+                    return
+                except Exception as exc:  # a defect must not end the receiver
+                    with lock:
+                        summary.failed += 1
+                    if on_error is not None:
+                        on_error(peer, ReceiveError("internal", f"{type(exc).__name__}: {exc}"))
+                    return
+                with lock:
+                    summary.served += 1
+                    if transfers is not None and summary.served >= transfers:
+                        enough.set()
+                if on_report is not None:
+                    on_report(report)
+            finally:
+                channel.close()
+                with lock:
+                    threads.discard(threading.current_thread())
+
+        self._listener.settimeout(0.2)
+        if ready is not None:
+            ready()
+        try:
+            while not self._stop.is_set() and not enough.is_set():
+                try:
+                    conn, addr = self._listener.accept()
+                except TimeoutError:
+                    continue
+                except OSError:
+                    if self._stop.is_set():
+                        break
+                    raise
+                if not handshakes.acquire(blocking=False):
+                    with lock:
+                        summary.turned_away += 1
+                    conn.close()
+                    continue
+                t = threading.Thread(target=run, args=(conn, str(addr[0])), daemon=True)
+                with lock:
+                    threads.add(t)
+                t.start()
+        except BaseException:
+            self._stop.set()  # Ctrl-C: abort the running transfers
+            raise
+        finally:
+            with lock:
+                running = list(threads)
+            for t in running:
+                t.join()
+        return summary
+
+    # -- one session -----------------------------------------------------------------
+
+    def _channel(self, conn: socket.socket) -> ControlChannel:
+        return ControlChannel(conn, max_bitmap_bytes=0, timeout_s=self.limits.handshake_timeout_s)
+
+    def _authenticate(self, channel: ControlChannel) -> SessionKeys:
+        try:
+            return challenge(channel, self.secret)
+        except ControlError as exc:
+            raise ReceiveError(exc.field, exc.reason) from None
+
+    def _session(self, channel: ControlChannel, keys: SessionKeys, peer: str) -> ReceiveReport:
+        if not self._sessions.acquire(blocking=False):
+            exc = ReceiveError(
+                "max_sessions",
+                f"the receiver is busy with {self.limits.max_sessions} transfers; try again later",
+            )
+            self._refuse(channel, exc)
+            raise exc
+        try:
+            channel.timeout_s = self.limits.idle_timeout_s
+            return self._receive(channel, keys, peer)
+        finally:
+            self._sessions.release()
+
+    def _data_socket(self, peer: str, sender_port: int) -> socket.socket:
+        udp = socket.socket(self._family, socket.SOCK_DGRAM)
+        try:
+            if self.rcvbuf_bytes is not None:
+                udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.rcvbuf_bytes)
+            udp.bind((self.host, self.fixed_udp_port or 0))
+            # Connected: the kernel drops datagrams from any other address or port
+            # before they take room in this socket's buffer.
+            udp.connect((peer, sender_port))
+            udp.setblocking(False)
+        except OSError as exc:
+            udp.close()
+            raise ReceiveError("udp_port", f"cannot open the data socket: {exc.strerror}") from None
+        return udp
+
+    def _receive(self, channel: ControlChannel, keys: SessionKeys, peer: str) -> ReceiveReport:
+        start = time.monotonic()
+        deadline = start + self.limits.total_timeout_s
+        try:
+            _, hello = channel.expect_json(MessageKind.HELLO)
+        except ControlError as exc:
+            raise ReceiveError(exc.field, exc.reason) from None
+        try:
+            transfer = _Transfer(hello, keys, self.output_dir, self.limits, self.overwrite)
+        except ReceiveError as exc:
+            self._refuse(channel, exc)
+            raise
+        udp: socket.socket | None = None
+        try:
+            udp = self._data_socket(peer, transfer.sender_udp_port)
+            report = ReceiveReport(path=transfer.final, size=transfer.codec.file_size, peer=peer)
+            accept: dict[str, Any] = {"udp_port": udp.getsockname()[1]}
+            if "advise" in hello:
+                accept["advice"] = self._advice(transfer.codec.file_size, hello["advise"])
+            channel.send_json(MessageKind.ACCEPT, accept)
+            self._rounds(channel, udp, transfer, report, deadline)
+            report.sha256 = transfer.finish()
+            report.elapsed_s = time.monotonic() - start
+            channel.send_json(
+                MessageKind.RESULT, {"ok": True, "sha256": report.sha256, "path": transfer.name}
+            )
+            return report
+        except ControlError as exc:
+            transfer.discard()
+            raise ReceiveError(exc.field, exc.reason) from None
+        except ReceiveError as exc:
+            transfer.discard()
+            self._refuse(channel, exc)
+            raise
+        except BaseException:
+            transfer.discard()
+            raise
+        finally:
+            if udp is not None:
+                udp.close()
+
+    def _advice(self, file_size: int, request: Any) -> dict[str, Any]:
+        # A failure to advise is the sender's to handle (it may send at another rate):
+        # it never fails the transfer.
+        if self.advisor is None:
+            return {"error": "this receiver gives no rate advice (start it with a profile)"}
+        try:
+            advice: dict[str, Any] = self.advisor(file_size, request).to_dict()
+        except Exception as exc:
+            field = getattr(exc, "field", None) or type(exc).__name__
+            return {"error": f"{field}: {str(exc)[:400]}"}
+        return advice
+
+    @staticmethod
+    def _refuse(channel: ControlChannel, exc: ReceiveError) -> None:
+        with contextlib.suppress(ControlError):
+            channel.send_json(MessageKind.ERROR, {"field": exc.field, "reason": exc.reason[:512]})
+
+    def _rounds(
+        self,
+        channel: ControlChannel,
+        udp: socket.socket,
+        t: _Transfer,
+        report: ReceiveReport,
+        deadline: float,
+    ) -> None:
+        codec = t.codec
+        buf = bytearray(HEADER_BYTES + t.payload + 1)  # +1: an over-long datagram shows
+        view = memoryview(buf)
+        have = t.have
+        mapped = t.map
+        size = t.payload
+        drop = self.drop
+        batch = self.batch_packets
+        round_ = 1
+        seen = [0]  # valid datagrams since the last answer
+
+        def drain(limit: int) -> int:
+            # One wake-up: up to `limit` datagrams, non-blocking.  Returns the number of
+            # valid ones, so that a flood of garbage does not count as the sender's.
+            n = valid = 0
+            while n < limit:
+                try:
+                    got = udp.recv_into(buf)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    # ECONNREFUSED and kin: an ICMP error for the connected peer.
+                    continue
+                n += 1
+                decoded = codec.decode(view[:got])
+                if decoded is None:
+                    report.rejected += 1
+                    continue
+                seq, payload = decoded
+                valid += 1
+                if drop is not None and drop(seq, round_):
+                    report.dropped += 1
+                elif have[seq]:
+                    report.duplicates += 1
+                else:
+                    assert mapped is not None  # a valid datagram implies a non-empty file
+                    offset = seq * size
+                    mapped[offset : offset + len(payload)] = payload
+                    have[seq] = 1
+                    report.accepted += 1
+            seen[0] += valid
+            report.wakeups += 1
+            return valid
+
+        sel = selectors.DefaultSelector()
+        sel.register(udp, selectors.EVENT_READ, "udp")
+        sel.register(channel.sock, selectors.EVENT_READ, "ctl")
+        channel.max_bitmap_bytes = 0
+        try:
+            last_activity = time.monotonic()
+            while True:
+                now = time.monotonic()
+                if self._stop.is_set():
+                    raise ReceiveError("interrupted", "the receiver is stopping")
+                if now > deadline:
+                    raise ReceiveError(
+                        "total_timeout_s",
+                        f"transfer not complete within {self.limits.total_timeout_s:g} s",
+                    )
+                if now - last_activity > self.limits.idle_timeout_s:
+                    raise ReceiveError(
+                        "idle_timeout_s",
+                        f"nothing from the sender for {self.limits.idle_timeout_s:g} s",
+                    )
+                events = sel.select(timeout=min(deadline - now, self.limits.idle_timeout_s, 0.5))
+                for key, _ in events:
+                    if key.data == "udp":
+                        if drain(batch):
+                            last_activity = time.monotonic()
+                        continue
+                    last_activity = time.monotonic()
+                    _, end = channel.expect_json(MessageKind.BLAST_END)
+                    if end.get("round") != round_:
+                        raise ReceiveError(
+                            "round",
+                            f"expected BLAST_END of round {round_}, got {end.get('round')!r}",
+                        )
+                    sent = end.get("sent")
+                    if isinstance(sent, bool) or not isinstance(sent, int) or sent < 0:
+                        raise ReceiveError(
+                            "sent", f"BLAST_END must count the datagrams, got {sent!r}"
+                        )
+                    # Every datagram of the blast arrived: no straggler to wait for.
+                    target: int = sent
+                    self._settle(udp, drain, batch, deadline, lambda: seen[0] >= target)  # noqa: B023
+                    seen[0] = 0
+                    missing = t.missing()
+                    count = int(np.count_nonzero(missing))
+                    report.missing_per_round.append(count)
+                    report.rounds = round_
+                    channel.send_missing(round_, missing)
+                    if count == 0:
+                        return
+                    if round_ >= self.limits.max_rounds:
+                        raise ReceiveError(
+                            "max_rounds", f"{count} packets still missing after {round_} rounds"
+                        )
+                    round_ += 1
+                    break  # re-check the deadlines
+        finally:
+            sel.close()
+
+    def _settle(
+        self,
+        udp: socket.socket,
+        drain: Callable[[int], int],
+        batch: int,
+        deadline: float,
+        complete: Callable[[], bool],
+    ) -> None:
+        # Drain what is queued, then wait until no valid datagram has come for settle_s,
+        # or until every datagram of the blast has been seen.  Invalid datagrams do not
+        # extend the wait: a flood cannot hold the answer back.
+        quiet_until = time.monotonic() + self.settle_s
+        sel = selectors.DefaultSelector()
+        sel.register(udp, selectors.EVENT_READ)
+        try:
+            while True:
+                now = time.monotonic()
+                if now >= quiet_until or now >= deadline or complete():
+                    return
+                if drain(batch):
+                    quiet_until = time.monotonic() + self.settle_s
+                    continue
+                sel.select(quiet_until - now)
+        finally:
+            sel.close()

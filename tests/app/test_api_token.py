@@ -1,0 +1,85 @@
+"""``BLASTRATE_API_TOKEN``: the routes that write or reveal the host need it; the model's
+read-only routes do not.  Before, ``PUT``/``DELETE /profiles``, ``/srn/jobs`` and
+``/host`` were open to anyone who could reach the port."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import live_server
+from host import host_profile
+
+TOKEN = "api-test-token-0123456789"
+PROFILE = {k: v for k, v in host_profile("sx280-2007").to_dict().items() if k not in {"name"}}
+GUARDED = [
+    ("PUT", "/profiles/token-lab", PROFILE),
+    ("DELETE", "/profiles/token-lab", None),
+    ("GET", "/host", None),
+    ("GET", "/bottleneck-rate?workload=live&file_size=1MB&propagation_delay=10ms", None),
+    ("POST", "/srn/jobs", {"net": {"places": {"q": 1}, "transitions": []}}),
+    ("GET", "/srn/jobs/0123456789abcdef", None),
+    ("DELETE", "/srn/jobs/0123456789abcdef", None),
+]
+
+
+def _call(client: Any, method: str, path: str, body: Any, token: str | None) -> Any:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    return client.request(method, path, json=body, headers=headers)
+
+
+@pytest.mark.parametrize(("method", "path", "body"), GUARDED)
+def test_guarded_routes_need_the_token(make_client, method: str, path: str, body: Any) -> None:
+    client = make_client(api_token=TOKEN)
+    for token, reason in ((None, "missing"), ("wrong-token", "wrong token")):
+        r = _call(client, method, path, body, token)
+        assert r.status_code == 401, r.text
+        assert r.headers["www-authenticate"].startswith("Bearer")
+        assert r.headers["content-type"].startswith("application/problem+json")
+        assert r.json()["type"] == "/problems/unauthorized"
+        assert r.json()["errors"] == [{"field": "header.authorization", "reason": reason}]
+    assert _call(client, method, path, body, TOKEN).status_code != 401
+
+
+def test_reads_of_the_model_stay_open(make_client) -> None:
+    client = make_client(api_token=TOKEN)
+    for path in (
+        "/bottleneck-rate?cpu_tasks=1&io_tasks=0&file_size=1MB&propagation_delay=10ms",
+        "/profiles",
+        "/profiles/sx280-2007",
+        "/healthz",
+    ):
+        assert client.get(path).status_code == 200, path
+
+
+def test_without_a_token_nothing_is_guarded(make_client) -> None:
+    client = make_client()
+    assert client.get("/host").status_code != 401
+
+
+def test_a_real_server_started_with_the_token_guards_writes() -> None:
+    with live_server({"BLASTRATE_API_TOKEN": TOKEN}) as (base, _):
+        r = httpx.put(base + "/profiles/token-live", json=PROFILE, timeout=30)
+        assert r.status_code == 401, r.text
+        r = httpx.put(
+            base + "/profiles/token-live",
+            json=PROFILE,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=30,
+        )
+        assert r.status_code == 201, r.text
+        # The server wrote into the session's test database, never the user's.
+        from host.store import ProfileStore
+
+        store = ProfileStore(os.environ["BLASTRATE_DATABASE_URL"])
+        assert store.entry("token-live").profile.name == "token-live"
+        assert httpx.delete(base + "/profiles/token-live", timeout=30).status_code == 401
+        r = httpx.delete(
+            base + "/profiles/token-live",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=30,
+        )
+        assert r.status_code == 204
