@@ -162,8 +162,8 @@ PROBLEM_TYPES: dict[str, ProblemType] = _by_slug(
         "too-many-requests",
         429,
         "Too many large solves are waiting",
-        "Every solver worker is busy and the wait queue is full; retry after the "
-        "number of seconds in `Retry-After`.",
+        "Every solver worker is busy and the wait queue is full, or `max_concurrent_sweeps` "
+        "sweeps are running; retry after the number of seconds in `Retry-After`.",
         4,
     ),
     ProblemType(

@@ -29,6 +29,23 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="BLASTRATE_", extra="ignore", frozen=True)
 
+    # -- connections (blastrate serve) ---------------------------------------------------
+    max_connections: int = Field(
+        default=2_000,
+        ge=1,
+        description="Open HTTP connections per server process; more are closed at once.",
+    )
+    max_connections_per_client: int = Field(
+        default=256,
+        ge=1,
+        description="Open HTTP connections from one client address; more are closed at once.",
+    )
+    read_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Longest a client may take to send one whole request, headers and body "
+        "(s); then its connection is closed.",
+    )
     # -- request size --------------------------------------------------------------------
     max_body_bytes: int = Field(
         default=1_000_000, ge=1_024, description="Largest request body accepted (bytes)."
@@ -235,6 +252,12 @@ class Settings(BaseSettings):
     )
     sweep_timeout_s: float = Field(
         default=300.0, gt=0, description="Wall time one sweep may take (s)."
+    )
+    max_concurrent_sweeps: int = Field(
+        default=2,
+        ge=1,
+        description="Sweeps that may run on a process pool or the cluster at once; more are "
+        "answered 429 (each pool starts `sweep_workers` processes).",
     )
     planning_max_buffer_packets: int = Field(
         default=8_192,

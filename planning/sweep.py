@@ -21,6 +21,7 @@ import itertools
 import math
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures.process import BrokenProcessPool
@@ -195,27 +196,53 @@ def _too_slow(timeout_s: float) -> PlanningError:
     )
 
 
+def _cancelled() -> PlanningError:
+    return PlanningError("cancelled", "the sweep was cancelled before it finished")
+
+
+def _check(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise _cancelled()
+
+
 def _run_processes(
     batches: list[list[dict[str, Any]]],
     workers: int,
     done: Callable[[int, Any], None],
     timeout_s: float | None,
+    cancel: threading.Event | None,
 ) -> None:
     # spawn, not fork: a fork of a threaded server (uvicorn, a Dask client) can inherit a
     # lock held by another thread.
     context = multiprocessing.get_context("spawn")
     pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=context)
+    finished = False
     try:
         futures = {pool.submit(evaluate_points, b): k for k, b in enumerate(batches)}
-        for future in concurrent.futures.as_completed(futures, timeout=timeout_s):
-            done(futures[future], future.result())
-    except concurrent.futures.TimeoutError:
-        raise _too_slow(timeout_s or 0.0) from None
+        # Woken by each batch, and at least every quarter second to see a cancellation.
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        pending = set(futures)
+        while pending:
+            _check(cancel)
+            wait = 0.25 if deadline is None else min(0.25, deadline - time.monotonic())
+            if wait <= 0:
+                raise _too_slow(timeout_s or 0.0)
+            ready, pending = concurrent.futures.wait(
+                pending, timeout=wait, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            for future in ready:
+                done(futures[future], future.result())
+        finished = True
     except BrokenProcessPool as exc:
         raise RuntimeError(f"a sweep worker process died: {exc}") from exc
     finally:
-        # Queued batches are dropped; running ones finish their current batch and exit.
+        # Queued batches are dropped.  On a timeout or a cancellation the running ones
+        # are stopped too, not left to finish a batch nobody will read.
+        processes = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
+        if not finished:
+            for process in processes:
+                process.kill()
 
 
 def _run_dask(
@@ -224,6 +251,7 @@ def _run_dask(
     done: Callable[[int, Any], None],
     timeout_s: float | None,
     connect_timeout_s: float,
+    cancel: threading.Event | None,
 ) -> int:
     import dask.config
     from distributed import Client, as_completed
@@ -244,11 +272,19 @@ def _run_dask(
         futures = client.map(evaluate_points, batches, pure=False)
         index = {f.key: k for k, f in enumerate(futures)}
         start = time.monotonic()
+        # The client's own loop: as_completed would otherwise look for a default client,
+        # and this one is made with set_as_default=False ("No clients found").
+        pending = as_completed(futures, loop=client.loop)
         try:
-            for future in as_completed(futures):
-                done(index[future.key], future.result())
+            while not pending.is_empty():
+                _check(cancel)
+                for future in pending.next_batch(block=False):
+                    done(index[future.key], future.result())
                 if timeout_s is not None and time.monotonic() - start > timeout_s:
                     raise _too_slow(timeout_s)
+                if not pending.is_empty() and not pending.has_ready():
+                    with pending.thread_condition:
+                        pending.thread_condition.wait(timeout=0.25)
         except BaseException:
             client.cancel(futures)
             raise
@@ -270,6 +306,7 @@ def run_sweep(
     progress: Progress | None = None,
     timeout_s: float | None = None,
     connect_timeout_s: float = 10.0,
+    cancel: threading.Event | None = None,
 ) -> SweepResult:
     """Evaluate every point of a sweep, on a local process pool or a Dask cluster.
 
@@ -298,6 +335,10 @@ def run_sweep(
         (``limit="timeout_s"``); checked as batches complete.
     connect_timeout_s : float, default 10
         Wall time (s) allowed to connect to a Dask scheduler given by address.
+    cancel : threading.Event, optional
+        Set it (from another thread) to stop the sweep: within a quarter second on a
+        pool or a cluster, after the current batch inline; the sweep then raises
+        :class:`PlanningError` (field ``cancelled``) and its workers stop.
 
     Returns
     -------
@@ -338,12 +379,13 @@ def run_sweep(
             progress(finished, total)
 
     if ran_on == "dask":
-        n_workers = _run_dask(batches, cluster, done, timeout_s, connect_timeout_s)
+        n_workers = _run_dask(batches, cluster, done, timeout_s, connect_timeout_s, cancel)
     elif ran_on == "processes" and total > 0:
-        _run_processes(batches, min(n_workers, len(batches)), done, timeout_s)
+        _run_processes(batches, min(n_workers, len(batches)), done, timeout_s, cancel)
     else:
         start = time.monotonic()
         for k, batch in enumerate(batches):
+            _check(cancel)
             done(k, evaluate_points(batch))
             if timeout_s is not None and time.monotonic() - start > timeout_s:
                 raise _too_slow(timeout_s)

@@ -37,12 +37,14 @@ def serve(host: str, port: int, workers: int, log_level: str | None) -> None:
     """
     import uvicorn
 
+    from app.connections import BoundedHttpProtocol, raise_file_limit
     from app.observability import logging_config
 
     if log_level is not None:
         # The app reads its settings from the environment (in every uvicorn worker).
         os.environ["BLASTRATE_LOG_LEVEL"] = log_level
     level = os.environ.get("BLASTRATE_LOG_LEVEL", "info").lower()
+    raise_file_limit()
     uvicorn.run(
         "app.main:app",
         host=host,
@@ -51,4 +53,5 @@ def serve(host: str, port: int, workers: int, log_level: str | None) -> None:
         log_config=logging_config(level if level in LOG_LEVELS else "info"),
         access_log=False,
         server_header=False,
+        http=BoundedHttpProtocol,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 import anyio.to_thread
@@ -40,12 +42,47 @@ def _unavailable(detail: str) -> ProblemError:
     )
 
 
-def _run(settings: Settings, base: dict[str, Any], axes: dict[str, list[Any]]) -> Any:
+def _slots(request: Request) -> threading.BoundedSemaphore:
+    """The app's sweep slots (``max_concurrent_sweeps``), made on first use."""
+    state = service(request)
+    slots = state.extras.get("sweep_slots")
+    if slots is None:
+        slots = state.extras.setdefault(
+            "sweep_slots", threading.BoundedSemaphore(state.settings.max_concurrent_sweeps)
+        )
+    return slots
+
+
+def _busy(settings: Settings) -> ProblemError:
+    return ProblemError(
+        "too-many-requests",
+        f"{settings.max_concurrent_sweeps} sweeps are running (max_concurrent_sweeps); retry later",
+        [FieldProblem("max_concurrent_sweeps", "reached")],
+        headers={"Retry-After": "5"},
+    )
+
+
+async def _until_disconnected(request: Request, cancel: threading.Event) -> None:
+    # The body has been read, so the next ASGI message is the client's disconnect.
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            cancel.set()
+            return
+
+
+def _run(
+    settings: Settings,
+    base: dict[str, Any],
+    axes: dict[str, list[Any]],
+    cancel: threading.Event | None = None,
+) -> Any:
     """Run the sweep where the settings say: inline, on the Dask cluster or a pool."""
     n = product_size(axes)
     options: dict[str, Any] = {
         "max_points": settings.sweep_max_points,
         "timeout_s": settings.sweep_timeout_s,
+        "cancel": cancel,
     }
     if n <= settings.sweep_inline_points:
         return run_sweep(base, axes, inline=True, **options)
@@ -66,7 +103,7 @@ def _run(settings: Settings, base: dict[str, Any], axes: dict[str, list[Any]]) -
     summary="The effective bottleneck rate over ranges of inputs",
     response_model=SweepResult,
     responses={
-        **problem_responses(400, 415, 422, 503),
+        **problem_responses(400, 415, 422, 429, 503),
         200: {
             "description": "The records (JSON), or one CSV row per point with `format=csv`.",
             "content": {"text/csv": {"schema": {"type": "string"}}},
@@ -104,11 +141,23 @@ async def post_sweep(body: SweepRequest, request: Request) -> Response:
             max_buffer_packets=settings.planning_max_buffer_packets,
             max_states=settings.max_states,
         )
-        # The pool's processes inherit the starting thread's CPUs: every CPU of the
-        # process, not the event loop's one (app.colocation).
-        result = await anyio.to_thread.run_sync(
-            on_process_cpus, state.loop_cpu, lambda: _run(settings, base, axes)
-        )
+        pooled = product_size(axes) > settings.sweep_inline_points
+        slots = _slots(request)
+        if pooled and not slots.acquire(blocking=False):
+            raise _busy(settings)
+        cancel = threading.Event()
+        # A client that leaves cancels its sweep: nobody would read the answer.
+        watcher = asyncio.ensure_future(_until_disconnected(request, cancel))
+        try:
+            # The pool's processes inherit the starting thread's CPUs: every CPU of the
+            # process, not the event loop's one (app.colocation).
+            result = await anyio.to_thread.run_sync(
+                on_process_cpus, state.loop_cpu, lambda: _run(settings, base, axes, cancel)
+            )
+        finally:
+            watcher.cancel()
+            if pooled:
+                slots.release()
     except (PlanningError, QuantityError) as exc:
         if isinstance(exc, PlanningError) and exc.field == "cluster":
             raise _unavailable(str(exc)) from None

@@ -11,6 +11,7 @@ Every server is bounded: started with a deadline, stopped (then killed) at the e
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -178,3 +179,65 @@ def test_workers_die_with_a_killed_server() -> None:
                 pytest.fail(f"processes outlived the server: {left}")
             time.sleep(0.05)
         thread.join(30)
+
+
+# 4 x 4 x 600 = 9,600 points (under sweep_max_points): most of a minute on a 2-core
+# pool, so it is still running when the test acts on it.
+LONG_SWEEP = {
+    "inputs": {
+        "cpu_tasks": "0..3",
+        "io_tasks": "0..3",
+        "file_size": "500MB",
+        "propagation_delay": "1ms..600ms:1ms",
+    }
+}
+
+
+def _sweep_workers(server_pid: int) -> list[int]:
+    """The sweep's pool processes: spawned children of the server running ``spawn_main``."""
+    found = []
+    for pid in _group(server_pid):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"spawn_main" in cmdline:
+            found.append(pid)
+    return found
+
+
+def test_sweeps_are_bounded_and_a_sweep_whose_client_left_stops() -> None:
+    """Before: 8 concurrent sweeps started 21 processes in 6.1 GB, and a sweep whose
+    client had left ran 40 s more."""
+    env = {"BLASTRATE_MAX_CONCURRENT_SWEEPS": "1", "BLASTRATE_SWEEP_WORKERS": "2"}
+    with live_server(env) as (base, server):
+        client = httpx.Client(timeout=300)
+        thread = threading.Thread(
+            target=lambda: _ignore(lambda: client.post(base + "/sweeps", json=LONG_SWEEP)),
+            daemon=True,
+        )
+        thread.start()
+        deadline = time.monotonic() + 120
+        while len(_sweep_workers(server.pid)) < 2:  # the first sweep's pool is up
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        second = httpx.post(base + "/sweeps", json=LONG_SWEEP, timeout=60)
+        assert second.status_code == 429, second.text[:300]
+        assert second.json()["errors"][0]["field"] == "max_concurrent_sweeps"
+        assert int(second.headers["retry-after"]) >= 1
+        workers = _sweep_workers(server.pid)
+        client.close()  # the first sweep's client leaves
+        deadline = time.monotonic() + 30
+        while any(Path(f"/proc/{pid}").exists() for pid in workers):
+            assert time.monotonic() < deadline, "the sweep went on without its client"
+            time.sleep(0.05)
+        # Its slot is free again.
+        small = {"inputs": {**LONG_SWEEP["inputs"], "propagation_delay": "1ms..40ms:1ms"}}
+        small["inputs"]["cpu_tasks"] = "0..1"
+        assert httpx.post(base + "/sweeps", json=small, timeout=300).status_code == 200
+        thread.join(30)
+
+
+def _ignore(call: Any) -> None:
+    with contextlib.suppress(httpx.HTTPError):
+        call()
