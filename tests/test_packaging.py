@@ -20,7 +20,7 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # The library and service packages, and what else imports a test dependency.
-SOURCES = ("srn", "host", "queues", "transport", "planning", "app")
+SOURCES = ("srn", "host", "queues", "transport", "datamover", "planning", "app")
 TEST_SOURCES = (*SOURCES, "tests", "benchmarks", "conftest.py")
 # Declared but never imported by name, each for a stated reason (pyproject's comments):
 # uvicorn picks up uvloop and httptools on its own; ruff and mypy are commands that
