@@ -28,3 +28,30 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _FOLDER is not None:
         shutil.rmtree(_FOLDER, ignore_errors=True)
+
+
+#: The PostgreSQL server that ``scripts/test`` starts (from Debian's packages), or None.
+POSTGRES_URL = os.environ.get("BLASTRATE_TEST_DATABASE_URL")
+_STORE_TABLES = ("srn_jobs", "host_profiles", "host_default")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A fresh, empty database for a store test, once on each backend as deployed: an
+    SQLite file, and the PostgreSQL server of ``BLASTRATE_TEST_DATABASE_URL`` with the
+    stores' tables dropped first (its advisory locks run only there)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
+    if not POSTGRES_URL:
+        pytest.skip(
+            "no PostgreSQL server: scripts/test starts one as root from Debian's packages, "
+            "or set BLASTRATE_TEST_DATABASE_URL"
+        )
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(POSTGRES_URL)
+    with engine.begin() as conn:
+        for table in _STORE_TABLES:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
+    engine.dispose()
+    return POSTGRES_URL

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .cache import QueryIndex, etag_matches
 from .observability import Metrics
+from .pool import CLIENT
 from .problems import MEDIA_TYPE, REQUEST_ID, FieldProblem, ProblemError, problem_bytes
 
 __all__ = ["ServiceMiddleware"]
@@ -85,6 +86,9 @@ class ServiceMiddleware:
         if request_id is None:
             request_id = uuid.uuid4().hex
         token = REQUEST_ID.set(request_id)
+        # Whose work this is, for the solver pool's fair share (by address, not port).
+        peer: Any = scope.get("client")
+        client_token = CLIENT.set(str(peer[0]) if peer else "")
         id_header = (b"x-request-id", request_id.encode("ascii"))
         status = 500
         started = False
@@ -151,6 +155,7 @@ class ServiceMiddleware:
                     },
                 )
             REQUEST_ID.reset(token)
+            CLIENT.reset(client_token)
 
     async def _answer_from_index(self, scope: Scope, send: Send) -> bool:
         """Answer a repeated GET from the query index; False if it is not there."""

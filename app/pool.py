@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -30,7 +31,7 @@ import signal
 import threading
 import time
 import traceback
-from collections import deque
+from collections import Counter, deque
 from typing import Any
 
 import anyio.to_thread
@@ -40,7 +41,11 @@ from .lifeline import end_with
 from .observability import Metrics
 from .problems import FieldProblem, ProblemError, problem_from_exception
 
-__all__ = ["SolvePool", "worker_context"]
+__all__ = ["CLIENT", "SolvePool", "worker_context"]
+
+#: The client a solve is for (the request's address; set by the HTTP middleware), so
+#: that the pool can share its workers fairly between clients.
+CLIENT: contextvars.ContextVar[str] = contextvars.ContextVar("blastrate_client", default="")
 
 log = logging.getLogger("blastrate.pool")
 
@@ -280,7 +285,10 @@ class SolvePool:
         self._idle: deque[_Worker] = deque()
         self._all: set[_Worker] = set()
         self._lock = threading.Lock()
-        self._slots: asyncio.Semaphore | None = None
+        # The fair queue (see run): free workers, waiters by client, running by client.
+        self._free: int | None = None
+        self._queues: dict[str, deque[asyncio.Future[None]]] = {}
+        self._running: Counter[str] = Counter()
         self._waiting = 0
         self._busy = 0
         self._started = False
@@ -315,7 +323,7 @@ class SolvePool:
             self._all.clear()
             self._idle.clear()
             self._started = False
-            self._slots = None
+            self._free = None
         for worker in workers:
             worker.stop()
 
@@ -361,38 +369,26 @@ class SolvePool:
     async def run(self, name: str, payload: Any, timeout: float, kind: str = "srn") -> Any:
         """Run job ``name`` on ``payload`` in a worker, stopping it after ``timeout`` s.
 
+        The pool is shared fairly between clients (:data:`CLIENT`, the request's
+        address): each client may have ``queue_limit`` solves waiting, and a freed
+        worker goes to the waiting client with the fewest solves running (the longest
+        waiting among equals).  One client's many slow solves therefore delay another
+        client's by at most one solve, and never fill the other's queue.
+
         Raises
         ------
         ProblemError
             ``limit-exceeded`` (the wall time ``solve_timeout_s`` or the memory
-            ``solve_memory_bytes``), ``too-many-requests`` when the queue is full,
-            ``service-unavailable`` (503) when the worker died on the server's side or the
-            server is shutting down, or the problem the job itself raised.
+            ``solve_memory_bytes``), ``too-many-requests`` when this client's queue is
+            full, ``service-unavailable`` (503) when the worker died on the server's side
+            or the server is shutting down, or the problem the job itself raised.
         """
         if self._aborted:
             raise self._unavailable("the server is shutting down")
         if not self._started:
             await anyio.to_thread.run_sync(self.start)
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.size)
-        slots = self._slots
-        if slots.locked() and self._waiting >= self.queue_limit:
-            raise ProblemError(
-                "too-many-requests",
-                f"all {self.size} solver workers are busy and {self._waiting} solves wait",
-                [
-                    FieldProblem(
-                        "body", "queue full", "solve_queue", self.queue_limit, self._waiting
-                    )
-                ],
-                headers={"Retry-After": str(max(1, round(timeout)))},
-            )
-        self._waiting += 1
-        self._gauges()
-        try:
-            await slots.acquire()
-        finally:
-            self._waiting -= 1
+        client = CLIENT.get()
+        await self._acquire(client, timeout)
         try:
             self._busy += 1
             self._gauges()
@@ -400,7 +396,62 @@ class SolvePool:
         finally:
             self._busy -= 1
             self._gauges()
-            slots.release()
+            self._release(client)
+
+    async def _acquire(self, client: str, timeout: float) -> None:
+        if self._free is None:
+            self._free = self.size
+        if self._free > 0 and not self._queues:
+            self._free -= 1
+            self._running[client] += 1
+            return
+        queue = self._queues.get(client, ())
+        if len(queue) >= self.queue_limit:
+            raise ProblemError(
+                "too-many-requests",
+                f"all {self.size} solver workers are busy and this client has "
+                f"{len(queue)} solves waiting",
+                [FieldProblem("body", "queue full", "solve_queue", self.queue_limit, len(queue))],
+                headers={"Retry-After": str(max(1, round(timeout)))},
+            )
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(client, deque()).append(turn)
+        self._waiting += 1
+        self._gauges()
+        try:
+            await turn
+        except BaseException:
+            if turn.done() and not turn.cancelled():
+                self._release(client)  # granted just as the request went away
+            else:
+                waiting = self._queues.get(client)
+                if waiting is not None and turn in waiting:
+                    waiting.remove(turn)
+                    if not waiting:
+                        del self._queues[client]
+            raise
+        finally:
+            self._waiting -= 1
+            self._gauges()
+
+    def _release(self, client: str) -> None:
+        self._running[client] -= 1
+        if self._running[client] <= 0:
+            del self._running[client]
+        while self._queues:
+            # The waiting client with the fewest solves running; dict order breaks ties
+            # in favour of the client that has waited longest.
+            chosen = min(self._queues, key=lambda c: self._running[c])
+            queue = self._queues.pop(chosen)
+            turn = queue.popleft()
+            if queue:
+                self._queues[chosen] = queue  # round robin: to the back of the order
+            if turn.done():
+                continue  # its request went away while it waited
+            self._running[chosen] += 1
+            turn.set_result(None)
+            return
+        self._free = (self._free or 0) + 1
 
     def _checkout(self) -> _Worker:
         with self._lock:

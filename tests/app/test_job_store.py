@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from app.job_store import JobStore, QueueFull
 
@@ -55,16 +52,9 @@ def test_in_memory_store_takes_the_request_and_runner_threads_at_once() -> None:
 
 
 @pytest.fixture
-def file_store(tmp_path: Path) -> Iterator[JobStore]:
-    """A new SQLite file, or ``BLASTRATE_TEST_DATABASE_URL`` (as in test_srn_jobs.py)
-    with its jobs table dropped first."""
-    url = os.environ.get("BLASTRATE_TEST_DATABASE_URL")
-    if url:
-        engine = sa.create_engine(url)
-        with engine.begin() as conn:
-            conn.execute(sa.text("DROP TABLE IF EXISTS srn_jobs"))
-        engine.dispose()
-    store = JobStore(url or f"sqlite:///{tmp_path / 'jobs.sqlite3'}")
+def file_store(store_url: str) -> Iterator[JobStore]:
+    """A fresh job database on each backend (the root conftest's ``store_url``)."""
+    store = JobStore(store_url)
     yield store
     store.close()
 

@@ -241,3 +241,58 @@ def test_sweeps_are_bounded_and_a_sweep_whose_client_left_stops() -> None:
 def _ignore(call: Any) -> None:
     with contextlib.suppress(httpx.HTTPError):
         call()
+
+
+def test_one_clients_slow_solves_do_not_starve_another_client() -> None:
+    """Before: 20 distinct small nets that each ran to the 10 s limit kept both pool
+    workers busy for 207 s, and a valid request from someone else got 429.  Now a
+    freed worker goes to the waiting client with the fewest solves running, and each
+    client has a queue of its own."""
+    env = {
+        "BLASTRATE_SOLVE_WORKERS": "1",
+        "BLASTRATE_SOLVE_TIMEOUT_S": "2",
+        "BLASTRATE_SOLVE_QUEUE": "4",
+        "BLASTRATE_INPROCESS_MAX_STATES": "1",  # every solve goes to the pool
+    }
+    quick = {
+        "net": {
+            "places": {"q": 0},
+            "transitions": [
+                {"name": "a", "rate": 1.0, "outputs": {"q": 1}, "inhibitors": {"q": 3}},
+                {"name": "s", "rate": 2.0, "inputs": {"q": 1}},
+            ],
+        }
+    }
+    with live_server(env) as (base, _):
+        done: list[tuple[str, int]] = []
+        lock = threading.Lock()
+
+        def post(who: str, body: dict[str, Any], source: str) -> None:
+            transport = httpx.HTTPTransport(local_address=source)
+            with httpx.Client(transport=transport, timeout=120) as c:
+                status = c.post(base + "/srn/solve", json=body).status_code
+            with lock:
+                done.append((who, status))
+
+        # Client A (127.0.0.1): five solves that each run to the 2 s limit.
+        hog = [
+            threading.Thread(target=post, args=("A", {**ENDLESS, "times": [1e6 + k]}, "127.0.0.1"))
+            for k in range(5)
+        ]
+        for t in hog:
+            t.start()
+        # B arrives once A holds the worker and has solves waiting.
+        deadline = time.monotonic() + 60
+        while (
+            "blastrate_pool_waiting_solves 4.0" not in httpx.get(base + "/metrics", timeout=30).text
+        ):
+            assert time.monotonic() < deadline, "client A's solves never queued up"
+            time.sleep(0.05)
+        post("B", quick, "127.0.0.2")
+        for t in hog:
+            t.join(120)
+    assert ("B", 200) in done, done
+    # B is served as soon as a worker frees (after A's running solve, or the one that
+    # took the worker as B arrived), not after all of A's waiting ones (FIFO: last).
+    assert [who for who, _ in done].index("B") <= 2, done
+    assert sorted(status for who, status in done if who == "A") == [422] * 5, done

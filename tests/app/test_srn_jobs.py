@@ -35,25 +35,12 @@ def three_queues(k: int) -> dict[str, Any]:
     return {"places": {f"q{i}": 0 for i in range(3)}, "transitions": transitions}
 
 
-#: Set to run these tests on another database, e.g.
-#: ``postgresql+psycopg://postgres@127.0.0.1:55432/blastrate_test`` (its table is emptied).
-OTHER_DATABASE = os.environ.get("BLASTRATE_TEST_DATABASE_URL")
-
-
 @pytest.fixture
-def job_app(tmp_path: Path) -> Iterator[Callable[..., TestClient]]:
-    """Clients on apps sharing one job database (closed after): a new SQLite file under
-    tmp_path, or ``BLASTRATE_TEST_DATABASE_URL`` with its jobs table dropped first."""
+def job_app(store_url: str) -> Iterator[Callable[..., TestClient]]:
+    """Clients on apps sharing one fresh job database (closed after), on each backend
+    (the root conftest's ``store_url``)."""
     clients: list[TestClient] = []
-    url = f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
-    if OTHER_DATABASE:
-        import sqlalchemy as sa
-
-        url = OTHER_DATABASE
-        engine = sa.create_engine(url)
-        with engine.begin() as conn:
-            conn.execute(sa.text("DROP TABLE IF EXISTS srn_jobs"))
-        engine.dispose()
+    url = store_url
 
     def make(**overrides: Any) -> TestClient:
         settings = {**TEST_SETTINGS, "database_url": url, "max_states": 300_000, **overrides}

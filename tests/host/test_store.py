@@ -23,8 +23,9 @@ from host.store import (
 
 
 @pytest.fixture
-def url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'profiles.db'}"
+def url(store_url: str) -> str:
+    """A fresh database on each backend (the root conftest's ``store_url``)."""
+    return store_url
 
 
 def lab(name: str = "lab-1", **changes: float) -> HostProfile:
