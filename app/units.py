@@ -61,21 +61,34 @@ def _table(words: dict[tuple[str, ...], _Ratio]) -> dict[str, _Ratio]:
 
 # Size -> bytes.  Bits must come to whole bytes.
 _SIZE_UNITS = _table({_BYTE_WORDS: (1, 1), _BIT_WORDS: (1, 8)})
-# Rate -> bit/s.
-_BITRATE_UNITS = _table(
-    {
-        ("bps", "bit/s", "b/s", "bits/s"): (1, 1),
-        ("Bps", "B/s", "byte/s", "bytes/s"): (8, 1),
-    }
-)
+# Rate -> bit/s.  A rate's "bit" needs no "/s", and iperf3's bare prefix (-b 800M) means
+# bit/s, decimal; uppercase K is kilo here (Kbps), as every network tool spells it.
+_BITRATE_UNITS = {
+    **_table(
+        {
+            ("bps", "bit/s", "b/s", "bits/s", "bit", "bits"): (1, 1),
+            ("Bps", "B/s", "byte/s", "bytes/s"): (8, 1),
+        }
+    ),
+    **{prefix: (scale, 1) for prefix, scale in _DECIMAL_PREFIXES.items() if prefix},
+    "K": (10**3, 1),
+    "Kbps": (10**3, 1),
+    "Kbit/s": (10**3, 1),
+    "Kbit": (10**3, 1),
+}
 _DURATION_UNITS: dict[str, _Ratio] = {
     "": (1, 1),
     "s": (1, 1),
     "sec": (1, 1),
+    "secs": (1, 1),
     "ms": (1, 10**3),
+    "msec": (1, 10**3),  # ping, tc and ethtool spell it so
     "us": (1, 10**6),
+    "usec": (1, 10**6),
     "µs": (1, 10**6),
+    "µsec": (1, 10**6),
     "ns": (1, 10**9),
+    "nsec": (1, 10**9),
     "min": (60, 1),
     "h": (3600, 1),
 }
@@ -87,13 +100,15 @@ SIZE_FORMS = (
     "e.g. 500MB, 1.5GiB, 4000Mb, 1468B ('byte'/'bit' may be spelled out; case matters)"
 )
 BITRATE_FORMS = (
-    "a number of bit/s, or a number and a unit: bps, bit/s, b/s (bits) or Bps, B/s "
-    "(bytes, x8), with an optional prefix k, M, G, T, P (powers of 1000) or Ki, Mi, Gi, "
-    "Ti, Pi (powers of 1024); e.g. 950Mbps, 10Gbit/s, 1Gb/s, 125MB/s (case matters)"
+    "a number of bit/s, or a number and a unit: bps, bit/s, b/s, bit (bits) or Bps, B/s "
+    "(bytes, x8), with an optional prefix k or K, M, G, T, P (powers of 1000) or Ki, Mi, "
+    "Gi, Ti, Pi (powers of 1024), or iperf3's bare prefix (800M = 800 Mbit/s); e.g. "
+    "950Mbps, 10Gbit/s, 1Gb/s, 125MB/s, 800M (case matters: M is mega, B a byte)"
 )
 DURATION_FORMS = (
-    "a number of seconds, or a number and one of s, sec, ms, us, µs, ns, min, h; "
-    "e.g. 100ms, 0.1s, 250us (case matters)"
+    "a number of seconds, or a number and one of s, sec, ms, msec, us, usec, µs, ns, "
+    "nsec, min, h; e.g. 100ms, 100msec, 0.1s, 250us (case matters; m alone is refused: "
+    "minutes or milliseconds?)"
 )
 
 _LARGEST_FLOAT = int(sys.float_info.max)  # exact: the largest double is an integer
@@ -220,19 +235,26 @@ def parse_bitrate(text: str | float | int, field: str = "line_rate") -> float:
     --------
     >>> parse_bitrate("950Mbps"), parse_bitrate("1GBps"), parse_bitrate("1Gb/s")
     (950000000.0, 8000000000.0, 1000000000.0)
+    >>> parse_bitrate("800M"), parse_bitrate("100Kbps"), parse_bitrate("10Gbit")
+    (800000000.0, 100000.0, 10000000000.0)
     """
     return _nearest_float(_exact(text, field, _BITRATE_UNITS, "bit rate", BITRATE_FORMS))
 
 
-def parse_duration(text: str | float | int, field: str = "propagation_delay") -> float:
+def parse_duration(
+    text: str | float | int, field: str = "propagation_delay", *, unit_required: bool = False
+) -> float:
     """A duration in seconds from ``"100ms"``, ``"250us"``, ``"0.1"`` or ``"0.1s"``.
 
     Parameters
     ----------
     text : str or number
-        The quantity; a bare number is seconds.
+        The quantity; a bare number is seconds (unless ``unit_required``).
     field : str
         Name of the input, for the error.
+    unit_required : bool, default False
+        Refuse a bare number in text: where people type delays in milliseconds (the
+        command line's ``--delay 100``), a bare number is ambiguous.
 
     Returns
     -------
@@ -242,11 +264,24 @@ def parse_duration(text: str | float | int, field: str = "propagation_delay") ->
     Raises
     ------
     QuantityError
-        On an unreadable, non-positive or non-finite duration.
+        On an unreadable, non-positive or non-finite duration, or a bare number when a
+        unit is required.
 
     Examples
     --------
-    >>> parse_duration("100ms")
-    0.1
+    >>> parse_duration("100ms"), parse_duration("100msec"), parse_duration("0.1")
+    (0.1, 0.1, 0.1)
+    >>> try:
+    ...     parse_duration("100", "--delay", unit_required=True)
+    ... except QuantityError as exc:
+    ...     print(exc.reason)
+    a bare number is ambiguous here: give a unit, e.g. 100ms or 100s
     """
+    if unit_required and isinstance(text, str):
+        match = _QUANTITY.match(text)
+        if match is not None and not match["unit"]:
+            number = match["number"]
+            raise QuantityError(
+                field, f"a bare number is ambiguous here: give a unit, e.g. {number}ms or {number}s"
+            )
     return _nearest_float(_exact(text, field, _DURATION_UNITS, "duration", DURATION_FORMS))

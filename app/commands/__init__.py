@@ -55,6 +55,7 @@ command's function, so that ``blastrate --help`` stays fast.  Test it with
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import signal
 import sys
@@ -87,18 +88,57 @@ from .common import (  # noqa: E402
     EXIT_USAGE,
     CliError,
 )
-from .curve import curve  # noqa: E402
-from .host import probe  # noqa: E402
-from .host_calibrate import calibrate  # noqa: E402
-from .planning import sweep, what_if_command  # noqa: E402
-from .profiles import profiles  # noqa: E402
-from .rate import rate  # noqa: E402
-from .serve import serve  # noqa: E402
-from .solve import solve  # noqa: E402
-from .srn_files import convert  # noqa: E402
-from .transfer import receive, send  # noqa: E402
 
-__all__ = ["BlastrateGroup", "main"]
+#: Each command: its module, its object, and the short help ``blastrate --help`` shows.
+#: A command's module is imported only when that command runs (or its own --help is
+#: asked for), so that ``blastrate --help`` and ``--version`` start at once instead of
+#: loading the model, transport and host stacks (1.6 s of CPU).  tests/app/commands
+#: checks that each short help here is the command's own.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "calibrate": (
+        ".host_calibrate",
+        "calibrate",
+        "Measure mu_net, mu_io_cpu, mu_disk, K and the scheduler's time slice on this host, "
+        "store them as profile NAME and make it this host's default (unless --no-default).",
+    ),
+    "convert": (
+        ".srn_files",
+        "convert",
+        "Convert a net between JSON and PNML (IN and OUT may be '-').",
+    ),
+    "curve": (".curve", "curve", "The transfer-time curve T(B_send) as a table, CSV or JSON."),
+    "probe": (
+        ".host",
+        "probe",
+        "Probe this host's workload (C, I, m, d) and NIC (line rate, payload, K, N).",
+    ),
+    "profiles": (
+        ".profiles",
+        "profiles",
+        "Host profiles: the built-in ones (read-only) and the stored ones.",
+    ),
+    "rate": (".rate", "rate", "Effective bottleneck rate of a workload."),
+    "receive": (
+        ".transfer",
+        "receive",
+        "Receive files sent with `blastrate send` into OUTPUT, until stopped.",
+    ),
+    "send": (".transfer", "send", "Send FILE to a `blastrate receive` with RBUDP."),
+    "serve": (".serve", "serve", "Run the HTTP service."),
+    "solve": (".solve", "solve", "Solve a general SRN from a JSON or PNML file."),
+    "sweep": (
+        ".planning",
+        "sweep",
+        "Evaluate the effective bottleneck rate over the product of ranges of inputs.",
+    ),
+    "what-if": (
+        ".planning",
+        "what_if_command",
+        "Rank the single upgrades of a host by the transfer time they save.",
+    ),
+}
+
+__all__ = ["COMMANDS", "BlastrateGroup", "main"]
 
 
 def _silence_stdout() -> None:
@@ -133,12 +173,41 @@ def _usage_line(error: click.UsageError) -> str:
     return error.format_message()
 
 
+def _shortened(text: str, limit: int) -> str:
+    """``text`` cut at a word to at most ``limit`` characters, with "..." if cut."""
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - 3, 1)].rsplit(" ", 1)[0].rstrip(",;:") + "..."
+
+
 class BlastrateGroup(click.Group):
     """The main group: one-line errors and the exit statuses of :mod:`app.commands`.
 
     Ctrl-C exits 130 and a closed stdout (``| head``) exits quietly, whichever command
     runs; an unexpected exception is one line, never a traceback.
     """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS and cmd_name not in self.commands:
+            module, name, _ = COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module, __package__), name)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # From the table: listing the commands must not import them.
+        rows = []
+        for name in self.list_commands(ctx):
+            known = COMMANDS.get(name)
+            text = known[2] if known else self.commands[name].get_short_help_str()
+            rows.append((name, text))
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, _shortened(text, limit)) for name, text in rows])
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -211,19 +280,6 @@ class BlastrateGroup(click.Group):
 def main() -> None:
     """Effective bottleneck rate of a data transfer into a busy host."""
 
-
-main.add_command(rate)
-main.add_command(curve)
-main.add_command(solve)
-main.add_command(serve)
-main.add_command(convert)
-main.add_command(profiles)
-main.add_command(probe)
-main.add_command(calibrate)
-main.add_command(send)
-main.add_command(receive)
-main.add_command(sweep)
-main.add_command(what_if_command)
 
 # Started: from here Ctrl-C is a KeyboardInterrupt, which BlastrateGroup turns into
 # "blastrate: interrupted" and status 130 after the command has cleaned up.

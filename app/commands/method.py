@@ -75,9 +75,11 @@ _METHOD_OPTIONS: list[Callable[[Any], Any]] = [
     ),
     click.option(
         "--delay",
+        "--propagation-delay",
+        "delay",
         required=True,
         metavar="DURATION",
-        help="One-way propagation delay: seconds, or 100ms, 250us...",
+        help="One-way propagation delay with its unit: 100ms, 100msec, 0.1s, 250us...",
     ),
     click.option("--profile", default="sx280-2007", show_default=True, help="Host profile."),
     click.option("--mu-io-cpu", type=FINITE, metavar="PER_S", help="Override: 1/s."),
@@ -127,7 +129,9 @@ def _inputs(args: MethodArgs) -> tuple[dict[str, Any], dict[str, Any], dict[str,
     }
     transfer = {
         "file_size_bytes": parse_size(args["file_size"], "file_size"),
-        "propagation_delay_s": parse_duration(args["delay"], "propagation_delay"),
+        "propagation_delay_s": parse_duration(
+            args["delay"], "propagation_delay", unit_required=True
+        ),
     }
     return workload, host, transfer
 

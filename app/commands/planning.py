@@ -25,8 +25,8 @@ from planning.plots import curve_figure, render, sweep_figure
 from planning.whatif import DEFAULT_MAX_BUFFER_PACKETS, what_if
 
 from ..capacity import parse_inputs
-from ..units import QuantityError
-from .common import FINITE, stdout_console
+from ..units import QuantityError, parse_duration
+from .common import FINITE, OPTION_OF, stdout_console
 
 __all__ = ["curve_plot_option", "sweep", "what_if_command", "write_curve_plot"]
 
@@ -71,26 +71,53 @@ def _run(body: Callable[[], None]) -> None:
         status = 4 if getattr(exc, "field", "") == "cluster" else 2
         if isinstance(exc, PlanningError) and exc.field == "loss":
             status = 3
-        click.echo(f"blastrate: error: {exc}", err=True)
+        # Named as the option that sets it (--delay, not propagation_delay).
+        field = _OPTION_NAMES.get(exc.field, OPTION_OF.get(exc.field, exc.field))
+        click.echo(f"blastrate: error: {field}: {exc.reason}", err=True)
         sys.exit(status)
     except KeyboardInterrupt:
         click.echo("blastrate: interrupted", err=True)
         sys.exit(130)
 
 
+# The command line's one vocabulary: the same names as `rate` and `curve` (and iperf3's
+# habit of short options for what is typed most).
+_OPTION_DECLS = {
+    "cpu_tasks": ("-C", "--cpu-tasks"),
+    "io_tasks": ("-I", "--io-tasks"),
+    "propagation_delay": ("--delay", "--propagation-delay"),
+}
+_OPTION_NAMES = {"propagation_delay": "--delay", "max_points": "--max-points"}
+
+
 def _input_options(help_suffix: str) -> Callable[[Any], Any]:
     def decorate(f: Any) -> Any:
         for name, text in reversed(_INPUT_OPTIONS.items()):
-            f = click.option(
-                "--" + name.replace("_", "-"), name, default=None, help=f"{text}{help_suffix}"
-            )(f)
+            decls = _OPTION_DECLS.get(name, ("--" + name.replace("_", "-"),))
+            f = click.option(*decls, name, default=None, help=f"{text}{help_suffix}")(f)
         return f
 
     return decorate
 
 
+def _delay_tokens(spec: str) -> list[str]:
+    """The quantities of a value, list (``a,b``) or range (``a..b:step``)."""
+    return [t for part in spec.split(",") for piece in part.split("..") for t in piece.split(":")]
+
+
 def _specs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    return {name: kwargs.pop(name) for name in _INPUT_OPTIONS if kwargs.get(name) is not None}
+    specs = {name: kwargs.pop(name) for name in _INPUT_OPTIONS if kwargs.get(name) is not None}
+    delay = specs.get("propagation_delay")
+    if isinstance(delay, str):
+        # A bare number is ambiguous on the command line (ms or s?): a unit is required.
+        for token in _delay_tokens(delay):
+            if token.strip():
+                try:
+                    parse_duration(token, "--delay", unit_required=True)
+                except QuantityError as exc:
+                    if "bare number" in exc.reason:
+                        _fail(f"--delay: {exc.reason}", 2)
+    return specs
 
 
 def _post(server: str, path: str, payload: dict[str, Any], timeout: float) -> httpx.Response:

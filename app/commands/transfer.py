@@ -77,6 +77,18 @@ _INPUT_FIELDS = {
 }
 
 
+#: SendError fields that one of send's options sets: errors name the option.
+_SEND_OPTIONS = {
+    "to": "--to",
+    "rate": "--rate",
+    "payload_bytes": "--payload",
+    "emulate_delay_s": "--emulate-delay",
+    "source_port": "--cport",
+    "max_rounds": "--max-rounds",
+    "total_timeout_s": "--timeout",
+}
+
+
 def _secret_option(secret_file: Path | None, insecure: bool) -> bytes | None:
     """The secret from ``--secret-file`` or ``$BLASTRATE_SECRET``; None with
     ``--insecure``.  Exits with status 2 on a bad or conflicting choice."""
@@ -116,7 +128,7 @@ def _fail(field: str, reason: str, status: int) -> NoReturn:
 def _host_port(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        _fail("to", f"must be HOST:PORT with a port in 1..65535, got {text!r}", EXIT_USAGE)
+        _fail("--to", f"must be HOST:PORT with a port in 1..65535, got {text!r}", EXIT_USAGE)
     return host.strip("[]"), int(port)
 
 
@@ -327,18 +339,18 @@ def send(
     """Send FILE to a `blastrate receive` with RBUDP."""
     host, port = _host_port(to)
     try:
-        total_timeout = parse_duration(timeout, "timeout")
+        total_timeout = parse_duration(timeout, "--timeout")
         # No delay is the default: the parser only takes strictly positive durations.
         delay = (
             0.0
             if emulate_delay.strip() in {"0", "0s", "0ms"}
-            else parse_duration(emulate_delay, "emulate_delay")
+            else parse_duration(emulate_delay, "--emulate-delay", unit_required=True)
         )
-        fixed = None if rate in {"auto", "max"} else parse_bitrate(rate, "rate")
+        fixed = None if rate in {"auto", "max"} else parse_bitrate(rate, "--rate")
         prop = (
             None
             if propagation_delay is None
-            else parse_duration(propagation_delay, "propagation_delay")
+            else parse_duration(propagation_delay, "--delay", unit_required=True)
         )
     except QuantityError as exc:
         _fail(exc.field, str(exc).split(": ", 1)[-1], EXIT_USAGE)
@@ -413,7 +425,7 @@ def send(
             if exc.field in _INPUT_FIELDS
             else 1
         )
-        _fail(exc.field, exc.reason, code)
+        _fail(_SEND_OPTIONS.get(exc.field, exc.field), exc.reason, code)
     except KeyboardInterrupt:
         _fail("transfer", "interrupted", EXIT_INTERRUPTED)
     if ask is not None and report.advice is not None:
@@ -573,17 +585,17 @@ def receive(
     secret = _secret_option(secret_file, insecure)
     try:
         limits = ReceiverLimits(
-            max_file_bytes=parse_size(max_file_size, "max_file_size"),
+            max_file_bytes=parse_size(max_file_size, "--max-file-size"),
             max_rounds=max_rounds,
-            total_timeout_s=parse_duration(timeout, "timeout"),
-            idle_timeout_s=parse_duration(idle_timeout, "idle_timeout"),
+            total_timeout_s=parse_duration(timeout, "--timeout"),
+            idle_timeout_s=parse_duration(idle_timeout, "--idle-timeout"),
             max_sessions=max_sessions,
         )
-        buffer = None if rcvbuf is None else parse_size(rcvbuf, "rcvbuf")
+        buffer = None if rcvbuf is None else parse_size(rcvbuf, "--rcvbuf")
     except QuantityError as exc:
         _fail(exc.field, str(exc).split(": ", 1)[-1], EXIT_USAGE)
     if not output.is_dir():
-        _fail("output", f"{str(output)!r} is not a directory", EXIT_USAGE)
+        _fail("--output", f"{str(output)!r} is not a directory", EXIT_USAGE)
     advisor = receiver_advisor(profile, batch, buffer, f"receiver {host}:{port}")
     if secret is None and not insecure:
         made = new_secret()

@@ -57,7 +57,7 @@ def test_sweep_csv_output_file_and_plot(tmp_path: Path) -> None:
 def test_sweep_errors_exit_2_with_one_line() -> None:
     r = CliRunner().invoke(sweep, [*ARGS[:-2], "--propagation-delay", "1..2"])
     assert r.exit_code == 2
-    assert r.output.strip().startswith("blastrate: error: propagation_delay:")
+    assert r.output.strip().startswith("blastrate: error: --delay:")
     r = CliRunner().invoke(sweep, [*ARGS, "--max-points", "5"])
     assert r.exit_code == 2 and "max_points=5" in r.output
     r = CliRunner().invoke(sweep, [*ARGS, "--plot", "x.gif"])

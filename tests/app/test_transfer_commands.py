@@ -138,9 +138,9 @@ def test_send_bad_inputs_exit_2(tmp_path: Path) -> None:
     r = CliRunner(env={"BLASTRATE_SECRET": SECRET}).invoke(
         send, [str(src), "--to", "nohostport", "--rate", "1Mbps"]
     )
-    assert r.exit_code == 2 and "blastrate: error: to:" in r.stderr
+    assert r.exit_code == 2 and "blastrate: error: --to:" in r.stderr
     r = CliRunner().invoke(send, [str(src), "--to", "127.0.0.1:9", "--rate", "fast"])
-    assert r.exit_code == 2 and "blastrate: error: rate:" in r.stderr
+    assert r.exit_code == 2 and "blastrate: error: --rate:" in r.stderr
     r = CliRunner().invoke(send, [str(tmp_path / "none"), "--to", "127.0.0.1:9", "--rate", "max"])
     assert r.exit_code == 2 and "blastrate: error: file:" in r.stderr
     # No secret, and no --insecure: refused before anything goes on the network.
@@ -206,7 +206,7 @@ def test_receive_command_takes_one_file(tmp_path: Path) -> None:
 
 def test_receive_bad_output_exit_2(tmp_path: Path) -> None:
     r = CliRunner().invoke(receive, ["--port", "9", "--output", str(tmp_path / "missing")])
-    assert r.exit_code == 2 and "blastrate: error: output:" in r.stderr
+    assert r.exit_code == 2 and "blastrate: error: --output:" in r.stderr
 
 
 def test_calibrate_quick_no_store(tmp_path: Path) -> None:

@@ -141,3 +141,39 @@ def test_max_states_with_a_server_is_refused_not_dropped(unused_port: int) -> No
     result = invoke("rate", *RATE, "--server", url, "--max-states", "10")
     assert result.exit_code == EXIT_USAGE
     assert result.stderr.startswith("blastrate: error: --max-states: bounds a local")
+
+
+@pytest.mark.parametrize("command", ["rate", "curve", "sweep", "what-if"])
+def test_one_vocabulary_on_every_command(command: str) -> None:
+    """-C/--cpu-tasks, -I/--io-tasks and --delay/--propagation-delay mean the same on
+    rate, curve, sweep and what-if (before: sweep and what-if took only the long names,
+    rate and curve only --delay)."""
+    extra = {"curve": ["--points", "5"], "what-if": []}.get(command, [])
+    for names in (
+        ["-C", "1", "-I", "0", "--delay", "100ms"],
+        ["--cpu-tasks", "1", "--io-tasks", "0", "--propagation-delay", "100ms"],
+    ):
+        r = invoke(command, *names, "--file-size", "500MB", *extra)
+        assert r.exit_code == 0, (names, r.stderr)
+
+
+@pytest.mark.parametrize("command", ["rate", "sweep"])
+def test_a_bare_delay_is_refused_and_iperf3_spellings_are_read(command: str) -> None:
+    """Before: --delay 100 meant 100 s, and 800M and 100msec were refused."""
+    r = invoke(command, "-C", "1", "-I", "0", "--file-size", "500MB", "--delay", "100")
+    assert r.exit_code == 2
+    assert r.stderr.startswith("blastrate: error: --delay: a bare number is ambiguous")
+    r = invoke(
+        command,
+        "-C",
+        "1",
+        "-I",
+        "0",
+        "--file-size",
+        "500MB",
+        "--delay",
+        "100msec",
+        "--line-rate",
+        "800M",
+    )
+    assert r.exit_code == 0, r.stderr
