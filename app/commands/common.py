@@ -22,6 +22,7 @@ import click
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
 __all__ = [
     "EXIT_INTERNAL",
@@ -40,10 +41,12 @@ __all__ = [
     "json_option",
     "json_text",
     "limit_hint",
+    "print_table",
     "resolve_format",
     "seconds_text",
     "si_text",
     "stdout_console",
+    "stdout_is_terminal",
     "write_output",
 ]
 
@@ -230,6 +233,26 @@ def stdout_console() -> Console:
     from rich.console import Console
 
     return Console() if sys.stdout.isatty() else Console(width=10_000)
+
+
+def print_table(table: Table, console: Console | None = None) -> None:
+    """Print a table: box-drawn on a terminal; plain text when piped (columns separated
+    by spaces, no box characters, every cell whole), for ``grep``, ``awk`` and files."""
+    import sys
+
+    console = console or stdout_console()
+    if not sys.stdout.isatty():
+        table.box = None
+        table.show_edge = False
+        table.pad_edge = False
+    console.print(table)
+
+
+def stdout_is_terminal() -> bool:
+    """Whether stdout is a terminal (a table there may be shortened, with a note)."""
+    import sys
+
+    return sys.stdout.isatty()
 
 
 def si_text(value: float, unit: str) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from .common import stdout_console
+from .common import print_table, stdout_console
 from .service_client import CommandError, call_service, print_json
 
 __all__ = ["probe"]
@@ -34,7 +34,7 @@ def _show(body: dict[str, Any]) -> None:
                 note,
             )
     console = stdout_console()
-    console.print(table)
+    print_table(table, console)
     for task in body.get("tasks", []):
         console.print(
             f"{task['kind']:4} pid {task['pid']} tid {task['tid']} {task['comm']}: {task['reason']}"

@@ -34,7 +34,7 @@ from host.calibration import (
     measure_time_slice,
 )
 
-from .common import stdout_console
+from .common import print_table
 
 __all__ = ["calibrate", "receive_path"]
 
@@ -272,7 +272,7 @@ def calibrate(
     _spread_row(table, "sender rate", "Mbps", net.sender_rate_bps, 1e6)
     _spread_row(table, "full wake-ups", "share", net.full_fraction)
     _spread_row(table, "time slice", "ms", time_slice, 1e-3)
-    stdout_console().print(table)
+    print_table(table)
     click.echo(
         f"K = {k} datagrams of {HEADER_BYTES + payload} bytes; N = {batch}; I/O via {io.method}"
     )

@@ -26,7 +26,7 @@ from planning.whatif import DEFAULT_MAX_BUFFER_PACKETS, what_if
 
 from ..capacity import parse_inputs
 from ..units import QuantityError, parse_duration
-from .common import FINITE, OPTION_OF, stdout_console
+from .common import FINITE, OPTION_OF, print_table, stdout_console, stdout_is_terminal
 
 __all__ = ["curve_plot_option", "sweep", "what_if_command", "write_curve_plot"]
 
@@ -293,16 +293,18 @@ def _sweep(
         table.add_column("rate (Mbit/s)", justify="right")
         table.add_column("time (s)", justify="right")
         table.add_column("loss", justify="right")
-        for r in records[:20]:
+        # On a terminal the first 20 rows and a note; piped, every row.
+        shown = records[:20] if stdout_is_terminal() else records
+        for r in shown:
             table.add_row(
                 *(str(r[n]) for n in swept),
                 _mbps(r["effective_bottleneck_rate_bps"]),
                 "-" if r["transfer_time_s"] is None else f"{r['transfer_time_s']:.4g}",
                 "-" if r["loss_probability"] is None else f"{r['loss_probability']:.3g}",
             )
-        console.print(table)
-        if len(records) > 20:
-            console.print(f"... {len(records) - 20} more (use --json, --csv or --output)")
+        print_table(table, console)
+        if len(records) > len(shown):
+            console.print(f"... {len(records) - len(shown)} more (use --json, --csv or --output)")
         if plot:
             console.print(f"plot written to {plot}")
 
@@ -393,7 +395,7 @@ def _what_if(
             "never" if c["transfer_time_s"] is None else f"{c['transfer_time_s']:.4g}",
             "-" if c["time_saved_s"] is None else f"{c['time_saved_s']:+.4g}",
         )
-    console.print(table)
+    print_table(table, console)
     ring = result["best_ring"]
     if ring:
         console.print(
@@ -413,7 +415,7 @@ def _what_if(
             "-" if e["rate_elasticity"] is None else f"{e['rate_elasticity']:+.3f}",
             "-" if e["time_elasticity"] is None else f"{e['time_elasticity']:+.3f}",
         )
-    console.print(table)
+    print_table(table, console)
 
 
 #: The ``--plot`` option of ``blastrate curve`` (add it to that command's decorators).

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from .common import FINITE, stdout_console
+from .common import FINITE, print_table
 from .service_client import EXIT_INTERNAL, CommandError, call_service, print_json
 
 __all__ = ["profiles"]
@@ -81,7 +81,7 @@ def _table(rows: list[dict[str, Any]]) -> None:
             f"{p['line_rate_bps']:g}",
             str(p["packet_payload_bytes"]),
         )
-    stdout_console().print(table)
+    print_table(table)
 
 
 @click.group(invoke_without_command=True)

@@ -56,7 +56,7 @@ from datamover import (
 from host import HostProfile, Workload, WorkloadError
 from transport import DEFAULT_PACKET_PAYLOAD_BYTES
 
-from .common import stdout_console
+from .common import print_table
 
 __all__ = ["receive", "send"]
 
@@ -450,7 +450,7 @@ def send(
             f"{r.loss:.4f}",
             f"{r.achieved_rate_bps / 1e6:.1f}",
         )
-    stdout_console().print(table)
+    print_table(table)
     target = "unpaced" if rate_bps is None else f"{rate_bps / 1e6:.1f} Mbit/s ({source})"
     if auto is not None:
         raw_w = auto.get("workload")

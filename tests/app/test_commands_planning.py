@@ -106,3 +106,16 @@ def test_curve_plot_helper_marks_the_optimum(tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(click.BadParameter):
         write_curve_plot(body, str(tmp_path / "curve.gif"))
+
+
+def test_piped_tables_are_plain_text_with_every_row() -> None:
+    """Before: piped output was box-drawn and the sweep table stopped at 20 rows with
+    "... 16 more"."""
+    r = CliRunner().invoke(
+        sweep, ["-C", "0..5", "-I", "0..5", "--file-size", "500MB", "--delay", "100ms"]
+    )
+    assert r.exit_code == 0, r.output
+    assert not set(r.output) & set("─│┃━┏┓┗┛┡┩└┘┌┐├┤┼╇"), r.output[:400]
+    rows = [line.split() for line in r.output.splitlines()]
+    assert sum(len(row) == 5 and row[0].isdigit() for row in rows) == 36
+    assert "more" not in r.output
