@@ -362,6 +362,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         shutdown.install()
         await anyio.to_thread.run_sync(jobs.start_if_configured)
         if settings.warm_up:
+            # Said at once: uvicorn prints "running" before the service is ready.
+            log.info("warming up: /readyz answers 503 until the default nets are compiled")
             task = asyncio.create_task(_warm_up(state, compile_default_nets))
 
             # The probe starts once warm-up is over: both need the cores at start-up.

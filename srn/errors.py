@@ -161,7 +161,9 @@ class NotErgodicError(SRNError):
             message
             or (
                 f"the CTMC is not ergodic: it has {len(self.classes)} closed classes "
-                f"of sizes {sizes[:10]}; the steady state depends on the initial marking"
+                f"of sizes {sizes[:10]}; the steady state depends on the initial marking "
+                "(ask for the transient solution at chosen times, or the time to "
+                "absorption, instead)"
             )
         )
 

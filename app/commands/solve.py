@@ -154,10 +154,17 @@ def solve(
             "max_distribution_states": s.max_distribution_states,
             "time_limit_s": limit_s,
         }
-        body = run_local(
-            _solve_job,
-            {"request": validated, "budget": budget},
-            timeout=limit_s,
-            label=f"solving {net}",
-        )
+        try:
+            body = run_local(
+                _solve_job,
+                {"request": validated, "budget": budget},
+                timeout=limit_s,
+                label=f"solving {net}",
+            )
+        except CliError as exc:
+            if "not ergodic" not in exc.message:
+                raise
+            # The options that ask for what such a net does have.
+            hint = "; try --analysis transient --times 1,10,100 or --analysis absorption"
+            raise CliError(exc.message + hint, exc.exit_code) from None
     write_output(json_text(body) if as_json else solve_summary(body), None)

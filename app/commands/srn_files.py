@@ -6,6 +6,7 @@ The commands are plain Click commands; the main group registers them
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -47,13 +48,16 @@ def load_net_request(path: str) -> dict[str, Any]:
     show_default=True,
     help="PNML spelling of inhibitor arcs: 'inhibitor' (PIPE) or 'inhibition' (Storm).",
 )
-def convert(source: str, target: str, to: str | None, dialect: str) -> None:
+@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+def convert(source: str, target: str, to: str | None, dialect: str, force: bool) -> None:
     """Convert a net between JSON and PNML (IN and OUT may be '-').
 
     JSON is the engine's net (or a POST /srn/solve body, whose net is taken); PNML is the
     GSPN dialect of PIPE and Storm, or the ISO/IEC 15909-2 place/transition core.  Nets
     with rate expressions or guards cannot be written as PNML.
     """
+    if target != "-" and not force and Path(target).exists():
+        raise CliError(f"OUT: {target!r} exists; --force replaces it", EXIT_USAGE)
     try:
         request = read_net_request(source)
         in_fmt = "json" if source == "-" else net_format(source)

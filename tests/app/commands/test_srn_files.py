@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import invoke
 from click.testing import CliRunner
 
 import srn
@@ -102,3 +103,27 @@ def test_convert_through_the_main_command(capsys: Any, tmp_path: Path) -> None:
     )
     assert run(["convert", str(bad), str(tmp_path / "x.pnml")]) == EXIT_USAGE
     assert "guard" in capsys.readouterr().err
+
+
+def test_convert_never_replaces_a_file_without_force(tmp_path: Path) -> None:
+    """Before: convert overwrote OUT silently."""
+    out = tmp_path / "net.json"
+    out.write_text("keep me")
+    src = str(DATA / "storm-workflow_cluster.pnml")
+    result = CliRunner().invoke(convert, [src, str(out)])
+    assert result.exit_code == 2 and "--force" in result.output
+    assert out.read_text() == "keep me"
+    assert CliRunner().invoke(convert, [src, str(out), "--force"]).exit_code == 0
+    assert out.read_text() != "keep me"
+
+
+def test_solve_on_a_net_without_a_steady_state_says_what_to_ask_instead(tmp_path: Path) -> None:
+    net = tmp_path / "two_ends.json"
+    net.write_text(
+        '{"places": {"a": 1, "b": 0, "c": 0}, "transitions": ['
+        '{"name": "ab", "rate": 1.0, "inputs": {"a": 1}, "outputs": {"b": 1}},'
+        '{"name": "ac", "rate": 2.0, "inputs": {"a": 1}, "outputs": {"c": 1}}]}'
+    )
+    r = invoke("solve", str(net))
+    assert r.exit_code == 3
+    assert "--analysis transient" in r.stderr and "--analysis absorption" in r.stderr
