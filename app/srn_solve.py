@@ -22,6 +22,7 @@ import srn
 
 from .pnml_input import with_net
 from .problems import FieldProblem, ProblemError, problem_from_exception
+from .settings import Settings
 
 __all__ = [
     "SolveBudget",
@@ -29,6 +30,7 @@ __all__ = [
     "SolveTooLarge",
     "check_srn_request",
     "estimate_srn_solve",
+    "solve_budget",
     "solve_srn",
 ]
 
@@ -53,9 +55,8 @@ class SolveBudget:
     in_process : bool
         True when a ``max_states``, ``max_edges`` or ``max_vanishing`` overrun means "move
         to the pool" rather than "too large".
-    max_vanishing : int or None
-        Vanishing markings the exploration may meet (passed on when the engine counts
-        them); None for the engine's default.
+    max_vanishing : int
+        Vanishing markings the exploration may meet (``max_vanishing``).
     """
 
     max_states: int
@@ -65,17 +66,17 @@ class SolveBudget:
     max_expression_length: int
     max_time_points: int
     max_distribution_states: int
+    max_vanishing: int
     max_work: float | None = None
     time_limit_s: float | None = None
     in_process: bool = False
-    max_vanishing: int | None = None
     max_pnml_elements: int = 100_000
     max_pnml_bytes: int = 5_000_000
 
     def limits(self) -> srn.Limits:
         """The engine's limits for this budget."""
         extra: dict[str, int] = {}
-        if self.max_vanishing is not None and "max_vanishing" in _ENGINE_LIMITS:
+        if "max_vanishing" in _ENGINE_LIMITS:
             extra["max_vanishing"] = self.max_vanishing
         return srn.Limits(
             max_states=self.max_states,
@@ -85,6 +86,33 @@ class SolveBudget:
             max_expression_length=self.max_expression_length,
             **extra,
         )
+
+
+def solve_budget(settings: Settings, time_limit_s: float) -> SolveBudget:
+    """The budget of one solve under ``settings``: the same limits for ``/srn/solve``,
+    the jobs and the command line, each read from its ``BLASTRATE_*`` setting.
+
+    Parameters
+    ----------
+    settings : Settings
+        The service's (or the command line's) settings.
+    time_limit_s : float
+        Wall time of this kind of solve (``solve_timeout_s``, ``job_timeout_s``, or the
+        command line's ``--timeout``), in seconds.
+    """
+    return SolveBudget(
+        max_states=settings.max_states,
+        max_edges=settings.max_edges,
+        max_transitions=settings.max_transitions,
+        max_places=settings.max_places,
+        max_expression_length=settings.max_expression_length,
+        max_time_points=settings.max_time_points,
+        max_distribution_states=settings.max_distribution_states,
+        max_vanishing=settings.max_vanishing,
+        time_limit_s=time_limit_s,
+        max_pnml_elements=settings.max_pnml_elements,
+        max_pnml_bytes=settings.max_body_bytes,
+    )
 
 
 # The engine's limit names (``max_vanishing`` arrives with the engine that counts them).

@@ -6,6 +6,7 @@ The file is a ``POST /srn/solve`` body or a bare net in JSON, or a PNML net
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import click
@@ -135,6 +136,7 @@ def solve(
         body = request(server, "POST", "/srn/solve", timeout or DEFAULT_SERVER_TIMEOUT_S, json=raw)
     else:
         from app.settings import Settings
+        from app.srn_solve import solve_budget
 
         try:
             validated = SrnSolveRequest.model_validate(raw).model_dump(mode="json")
@@ -144,16 +146,10 @@ def solve(
             raise CliError(f"{net}: {where}: {first['msg']}", EXIT_USAGE) from None
         s = Settings()
         limit_s = timeout or DEFAULT_LOCAL_TIMEOUT_S
-        budget = {
-            "max_states": max_states or s.max_states,
-            "max_edges": s.max_edges,
-            "max_transitions": s.max_transitions,
-            "max_places": s.max_places,
-            "max_expression_length": s.max_expression_length,
-            "max_time_points": s.max_time_points,
-            "max_distribution_states": s.max_distribution_states,
-            "time_limit_s": limit_s,
-        }
+        # The service's limits (BLASTRATE_* settings), --max-states and --timeout aside.
+        budget = dataclasses.asdict(
+            dataclasses.replace(solve_budget(s, limit_s), max_states=max_states or s.max_states)
+        )
         try:
             body = run_local(
                 _solve_job,

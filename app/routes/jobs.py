@@ -9,6 +9,7 @@ over, forgets it.  Jobs live in the job database, so a restart loses none.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import threading
@@ -28,7 +29,7 @@ from ..pnml_input import with_net
 from ..problems import FieldProblem, ProblemError
 from ..schemas import SrnJob, SrnSolveRequest
 from ..settings import Settings
-from ..srn_solve import SolveBudget, check_srn_request
+from ..srn_solve import SolveBudget, check_srn_request, solve_budget
 from ..state import encode, service
 from .access import require_token
 from .common import problem_responses
@@ -56,18 +57,8 @@ class JobService:
             if self._runner is None:
                 s = self.settings
                 store = JobStore(s.database_url or default_database_url())
-                budget = {
-                    "max_states": s.max_states,
-                    "max_edges": s.max_edges,
-                    "max_transitions": s.max_transitions,
-                    "max_places": s.max_places,
-                    "max_expression_length": s.max_expression_length,
-                    "max_time_points": s.max_time_points,
-                    "max_distribution_states": s.max_distribution_states,
-                    "time_limit_s": s.job_timeout_s,
-                    "max_pnml_elements": s.max_pnml_elements,
-                    "max_pnml_bytes": s.max_body_bytes,
-                }
+                # The same limits as /srn/solve and the command line.
+                budget = dataclasses.asdict(solve_budget(s, s.job_timeout_s))
                 runner = JobRunner(
                     store,
                     budget,

@@ -27,7 +27,12 @@ from ..schemas import (
     TransferTimeRequest,
     TransferTimeResult,
 )
-from ..srn_solve import SolveBudget, SolveTooLarge, estimate_srn_solve, solve_srn
+from ..srn_solve import (
+    SolveTooLarge,
+    estimate_srn_solve,
+    solve_budget,
+    solve_srn,
+)
 from ..state import ServiceState, respond, service
 from .common import problem_responses, sent_fields
 
@@ -191,19 +196,7 @@ async def post_srn_solve(body: SrnSolveRequest, request: Request) -> Response:
     key, entry = state.cached("srn", payload)
     if entry is not None:
         return respond(request, entry, True)
-    full = SolveBudget(
-        max_states=limits.max_states,
-        max_edges=limits.max_edges,
-        max_transitions=limits.max_transitions,
-        max_places=limits.max_places,
-        max_expression_length=limits.max_expression_length,
-        max_time_points=limits.max_time_points,
-        max_distribution_states=limits.max_distribution_states,
-        time_limit_s=limits.solve_timeout_s,
-        max_pnml_elements=limits.max_pnml_elements,
-        max_pnml_bytes=limits.max_body_bytes,
-        max_vanishing=limits.max_vanishing,
-    )
+    full = solve_budget(limits, limits.solve_timeout_s)
     small = dataclasses.replace(
         full,
         max_states=min(limits.inprocess_max_states, limits.max_states),

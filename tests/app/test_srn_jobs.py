@@ -328,6 +328,7 @@ def test_exploration_reports_its_counts_as_it_goes(monkeypatch: Any) -> None:
         max_expression_length=1_000,
         max_time_points=10,
         max_distribution_states=0,
+        max_vanishing=1_000_000,
     )
     reports: list[dict[str, Any]] = []
     result = solve_srn({"net": three_queues(40)}, budget, progress=reports.append)

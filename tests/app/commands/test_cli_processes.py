@@ -184,3 +184,23 @@ def test_a_spinner_on_a_terminal_only(tmp_path: Path) -> None:
     assert done.returncode == EXIT_OK
     assert json.loads(done.stdout)["n_states"] == 496  # stdout stays clean JSON
     assert b"solving" in shown  # the spinner, on the terminal (the path may be cut)
+
+
+def test_max_vanishing_is_the_same_setting_on_the_command_line(tmp_path: Path) -> None:
+    """Before: /srn/solve allowed 1,000,000 vanishing markings, the CLI and the jobs
+    the engine's 200,000, and BLASTRATE_MAX_VANISHING (which the error recommends) had
+    no effect on the CLI."""
+    from conftest import explosive_net
+
+    path = write_json(tmp_path / "explosive.json", explosive_net(12))  # 4,096 vanishing
+    env = {**os.environ, "BLASTRATE_MAX_VANISHING": "1000"}
+    done = subprocess.run(
+        [*blastrate(), "solve", str(path)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 3, done.stderr
+    assert "max_vanishing" in done.stderr and "1000" in done.stderr, done.stderr
+    env["BLASTRATE_MAX_VANISHING"] = "10000"
+    done = subprocess.run(
+        [*blastrate(), "solve", str(path)], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0, done.stderr
