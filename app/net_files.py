@@ -52,18 +52,22 @@ def _read_bytes(path: str) -> bytes:
     return data
 
 
-def read_net_request(path: str) -> dict[str, Any]:
+def read_net_request(path: str, *, keep_pnml: bool = False) -> dict[str, Any]:
     """A ``POST /srn/solve`` body from a file: JSON (a request or a bare net) or PNML.
 
     Parameters
     ----------
     path : str
         File name, or ``-`` for standard input.
+    keep_pnml : bool, default False
+        Give a (UTF-8) PNML file as the request's ``pnml`` field, as the API takes it, so
+        that the answer is keyed by the file's own ids; else convert it to a JSON net.
 
     Returns
     -------
     dict
-        ``{"net": {...}, ...}``; a PNML file becomes ``{"net": <its JSON net>}``.
+        ``{"net": {...}, ...}``; a PNML file becomes ``{"net": <its JSON net>}``, or
+        ``{"pnml": <its text>}`` with ``keep_pnml``.
 
     Raises
     ------
@@ -78,6 +82,11 @@ def read_net_request(path: str) -> dict[str, Any]:
             net = srn.read_pnml(data, limits=srn.PnmlLimits(max_bytes=MAX_FILE_BYTES))
         except srn.PnmlError as exc:
             raise NetFileError(f"{path}: {exc}") from None
+        if keep_pnml:
+            try:
+                return {"pnml": data.decode("utf-8")}
+            except UnicodeDecodeError:
+                pass  # another encoding: the converted net (keyed by engine names)
         return {"net": net.to_dict()}
     try:
         parsed = json.loads(data.decode("utf-8"))

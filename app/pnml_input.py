@@ -14,7 +14,7 @@ import srn
 
 from .problems import FieldProblem, ProblemError
 
-__all__ = ["net_from_pnml", "with_net"]
+__all__ = ["net_from_pnml", "with_file_ids", "with_net"]
 
 # The library's limit names -> the service's (settings, or a fixed ceiling of the API).
 _SETTING_OF = {
@@ -26,8 +26,10 @@ _SETTING_OF = {
 
 def net_from_pnml(
     document: str | bytes, limits: srn.PnmlLimits, field: str = "body.pnml"
-) -> dict[str, Any]:
-    """The JSON net (see :meth:`srn.Net.to_dict`) of a PNML document.
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The JSON net (see :meth:`srn.Net.to_dict`) of a PNML document, and the ids that
+    are not identifiers, each with the engine name it was given
+    (:func:`srn.read_pnml_ids`).
 
     Raises
     ------
@@ -36,7 +38,8 @@ def net_from_pnml(
         line, always for ``field``.
     """
     try:
-        return srn.read_pnml(document, limits=limits).to_dict()
+        net, renamed = srn.read_pnml_ids(document, limits=limits)
+        return net.to_dict(), renamed
     except srn.PnmlError as exc:
         if exc.limit is not None:
             name = _SETTING_OF.get(exc.limit, exc.limit)
@@ -49,9 +52,36 @@ def net_from_pnml(
         raise ProblemError("invalid-model", str(exc), [FieldProblem(field, str(exc))]) from None
 
 
-def with_net(request: Mapping[str, Any], limits: srn.PnmlLimits) -> Mapping[str, Any]:
-    """The request with ``net`` filled in from ``pnml`` when the net came as PNML."""
+def with_net(
+    request: Mapping[str, Any], limits: srn.PnmlLimits
+) -> tuple[Mapping[str, Any], dict[str, str]]:
+    """The request with ``net`` filled in from ``pnml`` when the net came as PNML, and
+    the PNML ids that were renamed (id -> engine name; empty for a JSON net)."""
     document = request.get("pnml")
     if document is None:
-        return request
-    return {**request, "net": net_from_pnml(document, limits), "pnml": None}
+        return request, {}
+    net, renamed = net_from_pnml(document, limits)
+    return {**request, "net": net, "pnml": None}, renamed
+
+
+def with_file_ids(result: dict[str, Any], renamed: Mapping[str, str]) -> dict[str, Any]:
+    """A solve's answer keyed by the PNML file's own ids: ``mean_tokens``,
+    ``throughput`` and the distribution's ``place_names`` use each renamed id again, and
+    ``renamed`` (id -> the name its expressions use) says which ones were renamed."""
+    if not renamed:
+        return result
+    back = {name: pnml_id for pnml_id, name in renamed.items()}
+    for part in ("steady_state", "transient"):
+        section = result.get(part)
+        measures = section.get("measures") if isinstance(section, dict) else None
+        if not isinstance(measures, dict):
+            continue
+        for key in ("mean_tokens", "throughput"):
+            table = measures.get(key)
+            if isinstance(table, dict):
+                measures[key] = {back.get(k, k): v for k, v in table.items()}
+    distribution = result.get("distribution")
+    if isinstance(distribution, dict) and "place_names" in distribution:
+        distribution["place_names"] = [back.get(n, n) for n in distribution["place_names"]]
+    result["renamed"] = dict(renamed)
+    return result

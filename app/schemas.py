@@ -1036,6 +1036,12 @@ class SrnSolveResult(ResponseModel):
     transient: TransientOut | None = None
     absorption: AbsorptionOut | None = None
     distribution: DistributionOut | None = None
+    renamed: dict[str, str] | None = Field(
+        default=None,
+        description="PNML only: the ids that are not identifiers (e.g. with `.` or `-`), "
+        "each with the name expressions use for it (`#p_Request` for `p.Request`).  Results "
+        "are keyed by the file's own ids.",
+    )
 
 
 # -- long solves ---------------------------------------------------------------------------

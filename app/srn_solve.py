@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 import srn
 
-from .pnml_input import with_net
+from .pnml_input import with_file_ids, with_net
 from .problems import FieldProblem, ProblemError, problem_from_exception
 from .settings import Settings
 
@@ -449,13 +449,13 @@ def solve_srn(
     ProblemError, srn.SRNError
         On an invalid model or a limit reached.
     """
-    request = with_net(
+    request, renamed = with_net(
         request,
         srn.PnmlLimits(max_bytes=budget.max_pnml_bytes, max_elements=budget.max_pnml_elements),
     )
     _check_sizes(request, budget)
     with _engine_errors():
-        return _solve(request, budget, progress or (lambda _: None))
+        return with_file_ids(_solve(request, budget, progress or (lambda _: None)), renamed)
 
 
 def _solve(

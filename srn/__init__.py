@@ -26,7 +26,7 @@ from .errors import (
     VanishingLoopError,
 )
 from .net import Limits, Net, Place, Transition, immediate, timed
-from .pnml import PnmlError, PnmlLimits, read_pnml, write_pnml
+from .pnml import PnmlError, PnmlLimits, read_pnml, read_pnml_ids, write_pnml
 from .progress import ExplorationProgress
 from .reachability import ReachabilityGraph
 from .rewards import (
@@ -73,6 +73,7 @@ __all__ = [
     "immediate",
     "reachability_graph",
     "read_pnml",
+    "read_pnml_ids",
     "reward_rate",
     "steady_state",
     "time_to_absorption",

@@ -39,7 +39,7 @@ from defusedxml.ElementTree import DefusedXMLParser, ParseError
 from .errors import NetDefinitionError
 from .net import Net, Place, Transition
 
-__all__ = ["PnmlError", "PnmlLimits", "read_pnml", "write_pnml"]
+__all__ = ["PnmlError", "PnmlLimits", "read_pnml", "read_pnml_ids", "write_pnml"]
 
 
 class PnmlError(NetDefinitionError):
@@ -418,7 +418,7 @@ def _collect(
 
 
 def read_pnml(document: str | bytes, *, limits: PnmlLimits | None = None) -> Net:
-    """Read a net from a PNML document.
+    """Read a net from a PNML document (see :func:`read_pnml_ids` for the ids it renamed).
 
     Parameters
     ----------
@@ -448,6 +448,36 @@ def read_pnml(document: str | bytes, *, limits: PnmlLimits | None = None) -> Net
     ... <transition id="t"/><arc id="a" source="p" target="t"/></page></net></pnml>''')
     >>> net.places[0].tokens, net.transitions[0].rate, dict(net.transitions[0].inputs)
     (2, 1.0, {'p': 1})
+    """
+    return read_pnml_ids(document, limits=limits)[0]
+
+
+def read_pnml_ids(
+    document: str | bytes, *, limits: PnmlLimits | None = None
+) -> tuple[Net, dict[str, str]]:
+    """Read a net from a PNML document, and the ids it had to rename.
+
+    The engine names a place or transition by its PNML id.  An id that is not an
+    identifier of the engine's expressions (letters, digits and ``_``, not starting with
+    a digit; ``.`` and ``-`` are legal in a PNML id) is renamed: every other character
+    becomes ``_``, and ``n_`` is put before a leading digit.
+
+    Returns
+    -------
+    net : Net
+        As :func:`read_pnml`.
+    renamed : dict
+        PNML id -> engine name, for the ids that were renamed only (empty when none was):
+        what to key results by the file's own ids with, and the names that expressions
+        (``#name``) use for those places.
+
+    Examples
+    --------
+    >>> net, renamed = read_pnml_ids('''<pnml><net id="n" type="P/T net"><page id="g">
+    ... <place id="p.Request"/><transition id="t-1"/><arc id="a" source="p.Request"
+    ... target="t-1"/></page></net></pnml>''')
+    >>> renamed
+    {'p.Request': 'p_Request', 't-1': 't_1'}
     """
     root = _parse(document, limits or PnmlLimits())
     if root.tag != "pnml":
@@ -543,8 +573,11 @@ def read_pnml(document: str | bytes, *, limits: PnmlLimits | None = None) -> Net
                     **a,  # type: ignore[arg-type]
                 )
             )
+    renamed = {pid: node_place.name for pid, (_, node_place) in places.items()}
+    renamed |= {tid: raw.name for tid, raw in transitions.items()}
+    renamed = {pnml_id: name for pnml_id, name in renamed.items() if pnml_id != name}
     try:
-        return Net([p for _, p in places.values()], built)
+        return Net([p for _, p in places.values()], built), renamed
     except PnmlError:
         raise
     except NetDefinitionError as exc:

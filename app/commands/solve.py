@@ -36,7 +36,7 @@ def read_net_request(path: str, analysis: str | None, times: str | None) -> dict
     from app.net_files import read_net_request as read_file
 
     try:
-        request_body = read_file(path)
+        request_body = read_file(path, keep_pnml=True)
     except NetFileError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     if analysis:
@@ -135,6 +135,7 @@ def solve(
     if server:
         body = request(server, "POST", "/srn/solve", timeout or DEFAULT_SERVER_TIMEOUT_S, json=raw)
     else:
+        from app.net_files import MAX_FILE_BYTES
         from app.settings import Settings
         from app.srn_solve import solve_budget
 
@@ -148,7 +149,11 @@ def solve(
         limit_s = timeout or DEFAULT_LOCAL_TIMEOUT_S
         # The service's limits (BLASTRATE_* settings), --max-states and --timeout aside.
         budget = dataclasses.asdict(
-            dataclasses.replace(solve_budget(s, limit_s), max_states=max_states or s.max_states)
+            dataclasses.replace(
+                solve_budget(s, limit_s),
+                max_states=max_states or s.max_states,
+                max_pnml_bytes=MAX_FILE_BYTES,
+            )
         )
         try:
             body = run_local(

@@ -170,10 +170,11 @@ async def post_srn_job(body: SrnSolveRequest, request: Request) -> Response:
         max_bytes=settings.max_body_bytes, max_elements=settings.max_pnml_elements
     )
     # The net is read (PNML) and compiled now, so a bad body is a 422 rather than a
-    # failed job.
-    payload = dict(await anyio.to_thread.run_sync(with_net, payload, limits))
+    # failed job.  The job keeps the body as sent: a PNML net is read again there, so
+    # that its answer is keyed by the file's own ids.
+    checked, _ = await anyio.to_thread.run_sync(with_net, payload, limits)
     runner: JobRunner = await _store_call(request, jobs.runner)
-    await anyio.to_thread.run_sync(check_srn_request, payload, SolveBudget(**runner.budget))
+    await anyio.to_thread.run_sync(check_srn_request, dict(checked), SolveBudget(**runner.budget))
     try:
         record = await _store_call(request, runner.store.create, payload, settings.max_queued_jobs)
     except QueueFull as exc:
