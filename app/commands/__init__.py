@@ -107,6 +107,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Convert a net between JSON and PNML (IN and OUT may be '-').",
     ),
     "curve": (".curve", "curve", "The transfer-time curve T(B_send) as a table, CSV or JSON."),
+    "jobs": (".jobs", "jobs", "Long SRN solves on a service: submit, status, cancel, wait."),
     "probe": (
         ".host",
         "probe",

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .common import EXIT_SERVER, EXIT_UNREACHABLE, CliError, error_from_problem
+from .common import EXIT_SERVER, EXIT_UNREACHABLE, EXIT_USAGE, CliError, error_from_problem
 
 __all__ = ["DEFAULT_SERVER_TIMEOUT_S", "request", "server_option"]
 
@@ -67,6 +67,12 @@ def request(server: str, method: str, path: str, timeout: float, **kwargs: Any) 
             f"--server: {server} answered {response.status_code} without JSON", EXIT_SERVER
         ) from None
     if response.status_code >= 400:
+        if response.status_code == 401:
+            raise CliError(
+                f"--server: {server} needs its API token for this: set BLASTRATE_API_TOKEN "
+                "(sent as Authorization: Bearer)",
+                EXIT_USAGE,
+            )
         if response.status_code == 429:
             retry = response.headers.get("Retry-After")
             detail = str(body.get("detail", "server busy")) if isinstance(body, dict) else ""
