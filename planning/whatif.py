@@ -166,6 +166,26 @@ def _steps(name: str, value: float, h: float) -> tuple[float, float, str]:
     return value / (1 + h), value * (1 + h), "central"
 
 
+#: Elasticities smaller than this are reported as 0 (the rate search's resolution).
+_ELASTICITY_ZERO = 5e-4
+
+# One line for each sign that surprises: a faster or larger resource that lowers the rate.
+_SURPRISES = {
+    "mu_disk": "a faster disk keeps the I/O-bound tasks on the CPU longer, where they "
+    "compete with the receiver",
+    "buffer_packets": "a larger ring loses less, so the best rate is a little lower and the "
+    "transfer still ends sooner",
+    "line_rate": "a faster line overruns the receiver more in each burst",
+}
+
+
+def _elasticity_note(name: str, rate_elasticity: float) -> str | None:
+    """Why a parameter's rate elasticity has a surprising sign, or None."""
+    if name == "propagation_delay" or rate_elasticity >= 0:
+        return None
+    return _SURPRISES.get(name)
+
+
 def elasticities(
     point: Mapping[str, Any],
     baseline: Mapping[str, Any] | None = None,
@@ -227,6 +247,7 @@ def elasticities(
             "method": method,
             "rate_elasticity": None,
             "time_elasticity": None,
+            "note": None,
         }
         if lo["error"] is None and hi["error"] is None:
             d = math.log(high) - math.log(low)
@@ -237,6 +258,10 @@ def elasticities(
             entry["time_elasticity"] = (
                 math.log(hi["transfer_time_s"]) - math.log(lo["transfer_time_s"])
             ) / d
+            for key in ("rate_elasticity", "time_elasticity"):
+                if abs(entry[key]) < _ELASTICITY_ZERO:
+                    entry[key] = 0.0  # the search's resolution, not an effect
+            entry["note"] = _elasticity_note(name, entry["rate_elasticity"])
         out.append(entry)
     return out
 
@@ -318,11 +343,21 @@ def what_if(
         raise PlanningError("loss", baseline["error"].split(": ", 1)[-1])
     t0 = baseline["transfer_time_s"]
     r0 = baseline["effective_bottleneck_rate_bps"]
+    # The rate search stops at 0.1 Mbit/s: a time difference below this share of the
+    # transfer time is the search's resolution, not the change's effect.
+    noise = t0 * max(1e-6, 1e5 / r0)
     ranked = []
     for (change, text, name, before, after, _), rec in zip(
         changes, records[1 : 1 + len(changes)], strict=True
     ):
         ok = rec["error"] is None
+        saved = t0 - rec["transfer_time_s"] if ok else None
+        gain = rec["effective_bottleneck_rate_bps"] - r0 if ok else None
+        note = None
+        if saved is not None and abs(saved) <= noise:
+            saved, note = 0.0, "no change (within the rate search's 0.1 Mbit/s resolution)"
+        elif saved is not None and gain is not None and saved > 0 and gain < 0:
+            note = "a lower rate that loses less: fewer packets to resend, so sooner done"
         ranked.append(
             {
                 "change": change,
@@ -332,11 +367,12 @@ def what_if(
                 "after": after,
                 "effective_bottleneck_rate_bps": rec["effective_bottleneck_rate_bps"],
                 "transfer_time_s": rec["transfer_time_s"],
-                "time_saved_s": t0 - rec["transfer_time_s"] if ok else None,
-                "rate_gain_bps": rec["effective_bottleneck_rate_bps"] - r0 if ok else None,
+                "time_saved_s": saved,
+                "rate_gain_bps": gain,
                 "loss_probability": rec["loss_probability"],
                 "limited_by": rec["limited_by"],
                 "error": rec["error"],
+                "note": note,
             }
         )
     ranked.sort(key=lambda c: (c["time_saved_s"] is None, -(c["time_saved_s"] or 0.0)))

@@ -388,14 +388,27 @@ def _what_if(
         ("saved (s)", "right"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    notes: list[str] = []
+
+    def marked(note: str | None) -> str:
+        # A footnote mark for a row whose numbers need a word of explanation.
+        if not note:
+            return ""
+        if note not in notes:
+            notes.append(note)
+        return " " + "*" * (notes.index(note) + 1)
+
     for c in result["changes"]:
+        saved = c["time_saved_s"]
         table.add_row(
-            c["description"],
+            c["description"] + marked(c.get("note")),
             _mbps(c["effective_bottleneck_rate_bps"]),
             "never" if c["transfer_time_s"] is None else f"{c['transfer_time_s']:.4g}",
-            "-" if c["time_saved_s"] is None else f"{c['time_saved_s']:+.4g}",
+            "-" if saved is None else "no change" if saved == 0 else f"{saved:+.4g}",
         )
     print_table(table, console)
+    for k, note in enumerate(notes, 1):
+        console.print(f"{'*' * k} {note}", markup=False)
     ring = result["best_ring"]
     if ring:
         console.print(
@@ -409,13 +422,20 @@ def _what_if(
     table.add_column("parameter")
     table.add_column("rate", justify="right")
     table.add_column("time", justify="right")
+    notes = []
+
+    def elasticity(value: float | None) -> str:
+        return "-" if value is None else "0" if value == 0 else f"{value:+.3f}"
+
     for e in result["elasticities"]:
         table.add_row(
-            e["parameter"],
-            "-" if e["rate_elasticity"] is None else f"{e['rate_elasticity']:+.3f}",
-            "-" if e["time_elasticity"] is None else f"{e['time_elasticity']:+.3f}",
+            e["parameter"] + marked(e.get("note")),
+            elasticity(e["rate_elasticity"]),
+            elasticity(e["time_elasticity"]),
         )
     print_table(table, console)
+    for k, note in enumerate(notes, 1):
+        console.print(f"{'*' * k} {note}", markup=False)
 
 
 #: The ``--plot`` option of ``blastrate curve`` (add it to that command's decorators).
