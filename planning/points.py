@@ -95,19 +95,26 @@ def input_name(library_field: str) -> str:
     return _LIBRARY_TO_INPUT.get(library_field, library_field)
 
 
+def _reason(exc: Exception, field: str) -> str:
+    """The message of ``exc`` without a leading ``"<field>: "`` (and only that: a colon
+    later in the reason, as in "known profiles: [...]", belongs to it)."""
+    text = str(exc)
+    return text[len(field) + 2 :] if text.startswith(field + ": ") else text
+
+
 def _translate(exc: Exception) -> PlanningError:
     if isinstance(exc, WorkloadError):
         field = exc.field or "inputs"
         limit = getattr(exc, "limit", None)
         return PlanningError(
             input_name(field),
-            str(exc).split(": ", 1)[-1],
+            _reason(exc, field),
             limit=limit,
             maximum=getattr(exc, "maximum", None),
             reached=getattr(exc, "reached", None),
         )
     field = getattr(exc, "parameter", None) or "inputs"
-    return PlanningError(input_name(field), str(exc).split(": ", 1)[-1])
+    return PlanningError(input_name(field), _reason(exc, field))
 
 
 def resolve_point(point: Mapping[str, Any]) -> dict[str, Any]:

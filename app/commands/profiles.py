@@ -49,7 +49,10 @@ def _local(action: Any) -> Any:
     try:
         return action()
     except WorkloadError as exc:
-        raise CommandError(f"{exc.field}: {exc}") from None
+        # Named as typed: the NAME argument, or the option that sets the field.
+        field = exc.field or "NAME"
+        typed = "NAME" if field in ("profile", "name") else "--" + field.replace("_", "-")
+        raise CommandError(f"{typed}: {exc}") from None
     except ProfileStoreError as exc:
         raise CommandError(f"profile database: {exc}", EXIT_INTERNAL) from None
 
@@ -244,7 +247,7 @@ def delete_profile(name: str, as_json: bool, server: str | None) -> None:
     if server:
         call_service(server, "DELETE", f"/profiles/{name}")
     elif not _local(lambda: _store().delete(name)):
-        raise CommandError(f"name: no stored profile {name[:64]!r}")
+        raise CommandError(f"NAME: no stored profile {name[:64]!r}")
     if as_json:
         print_json({"deleted": name})
     else:

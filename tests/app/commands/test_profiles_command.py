@@ -42,7 +42,7 @@ def test_put_show_list_delete_locally(cli: Any, tmp_path: Path) -> None:
     assert cli("delete", "lab").exit_code == 0
     gone = cli("show", "lab")
     assert gone.exit_code == 2
-    assert "blastrate: error: profile:" in gone.output
+    assert "blastrate: error: NAME:" in gone.output
 
 
 def test_from_stdin(cli: Any) -> None:
@@ -65,9 +65,9 @@ def test_from_stdin(cli: Any) -> None:
         (["put", "x", "--mu-net", "1"], "--mu-io-cpu, --mu-disk"),
         (["put", "x", "--base", "sx280-2007", "--line-rate", "fast"], "--line-rate:"),
         (["put", "x", "--base", "sx280-2007", "--coalesce-packets", "65"], "coalesce_packets"),
-        (["put", "sx280-2007", "--base", "sx280-2007"], "name: "),
-        (["delete", "sx280-2007"], "name: "),
-        (["delete", "nothing-here"], "name: no stored profile"),
+        (["put", "sx280-2007", "--base", "sx280-2007"], "NAME: "),
+        (["delete", "sx280-2007"], "NAME: "),
+        (["delete", "nothing-here"], "NAME: no stored profile"),
         (["put", "x", "--from-json", "/no/such/file.json"], "--from-json: cannot read"),
     ],
 )
@@ -112,3 +112,27 @@ def test_profiles_alone_lists_and_a_piped_table_is_whole(cli: Any) -> None:
     assert name in listed.output and "built-in" in listed.output
     assert "…" not in listed.output
     assert cli("list").output == listed.output
+
+
+def test_errors_name_what_was_typed() -> None:
+    """Before: bare fields (profile:, name:) on some commands, options on others; and
+    what-if lost the reason after the first colon."""
+    from cli_support import invoke
+
+    r = invoke("profiles", "show", "no-such-profile")
+    assert r.exit_code == 2 and r.stderr.startswith("blastrate: error: NAME: unknown host profile")
+    r = invoke(
+        "what-if",
+        "-C",
+        "1",
+        "-I",
+        "0",
+        "--file-size",
+        "1MB",
+        "--delay",
+        "1ms",
+        "--profile",
+        "no-such-profile",
+    )
+    assert r.exit_code == 2
+    assert r.stderr.startswith("blastrate: error: --profile: unknown host profile 'no-such")
