@@ -93,12 +93,28 @@ def test_bad_quantities_name_the_field(parse: object, text: str, words: str) -> 
 
 
 @pytest.mark.parametrize(
+    ("text", "bps"),
+    [
+        # iperf3's -b spelling (bits, powers of 1000) and the K every network tool writes.
+        ("800M", 800e6),
+        ("1G", 1e9),
+        ("100K", 100e3),
+        ("100Kbps", 100e3),
+        ("10Gbit", 10e9),
+        ("1kbit/s", 1e3),
+    ],
+)
+def test_network_tool_spellings_of_a_rate(text: str, bps: float) -> None:
+    assert parse_bitrate(text, "f") == bps
+
+
+@pytest.mark.parametrize(
     ("parse", "text"),
     [
         # Case is meaning: these are refused rather than guessed.
         (parse_bitrate, "1gbps"),
         (parse_bitrate, "1GBPS"),
-        (parse_bitrate, "1Kbps"),
+        (parse_bitrate, "1KBps"),  # K bytes: 1000 or 1024?  Refused (a rate's K is bits)
         (parse_size, "500mb"),
         (parse_size, "1KB"),
         (parse_size, "1kib"),
