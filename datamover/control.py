@@ -89,6 +89,18 @@ class ControlError(Exception):
         self.reason = reason
 
 
+def _printable(value: object, limit: int) -> str:
+    """A peer's text made safe to print: at most ``limit`` characters, and every control
+    or bidirectional character shown as an escape (no terminal sequence gets through)."""
+    text = str(value)[:limit]
+    return "".join(
+        c
+        if c.isprintable() and not 0x202A <= ord(c) <= 0x202E and not 0x2066 <= ord(c) <= 0x2069
+        else repr(c)[1:-1]
+        for c in text
+    )
+
+
 def encode_bitmap(missing: NDArray[np.bool_]) -> bytes:
     """Pack a boolean mask (True = missing) into bytes, bit i of the stream = packet i."""
     return np.packbits(np.asarray(missing, dtype=bool), bitorder="little").tobytes()
@@ -252,13 +264,15 @@ class ControlChannel:
             raise ControlError("frame", f"expected {[k.name for k in kinds]}, got MISSING")
         try:
             obj = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            # RecursionError: 4 KiB of "[" nests deeper than the parser goes.
             raise ControlError("frame", f"{kind.name} is not valid JSON") from None
         if not isinstance(obj, dict):
             raise ControlError("frame", f"{kind.name} must be a JSON object")
         if kind is MessageKind.ERROR and MessageKind.ERROR not in kinds:
             raise ControlError(
-                str(obj.get("field", "peer"))[:64], str(obj.get("reason", "error"))[:512]
+                _printable(obj.get("field", "peer"), 64),
+                _printable(obj.get("reason", "error"), 512),
             )
         if kind not in kinds:
             raise ControlError("frame", f"expected {[k.name for k in kinds]}, got {kind.name}")
@@ -280,11 +294,12 @@ class ControlChannel:
         if kind is MessageKind.ERROR:
             try:
                 obj = json.loads(body)
-            except (UnicodeDecodeError, json.JSONDecodeError):
+            except (UnicodeDecodeError, ValueError, RecursionError):
                 obj = {}
             obj = obj if isinstance(obj, dict) else {}
             raise ControlError(
-                str(obj.get("field", "peer"))[:64], str(obj.get("reason", "error"))[:512]
+                _printable(obj.get("field", "peer"), 64),
+                _printable(obj.get("reason", "error"), 512),
             )
         if kind is not MessageKind.MISSING or len(body) < _MISSING.size:
             raise ControlError("frame", f"expected MISSING, got {kind.name}")

@@ -42,6 +42,7 @@ import struct
 import tempfile
 import threading
 import time
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,6 +166,35 @@ def remove_stale_partials(directory: str | Path) -> int:
     return removed
 
 
+def _link_open_file(fd: int, path: Path) -> None:
+    """Give the open file ``fd`` the name ``path`` (never replacing one): ``linkat`` of
+    ``/proc/self/fd/N`` with ``AT_SYMLINK_FOLLOW``, as open(2) documents for O_TMPFILE.
+    (``os.link`` calls plain ``link``, which does not follow that link, unless it is
+    given a directory descriptor.)"""
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.link(f"/proc/self/fd/{fd}", path.name, dst_dir_fd=directory, follow_symlinks=True)
+    finally:
+        os.close(directory)
+
+
+def _unnamed_file(directory: Path) -> tuple[int, Path | None]:
+    """A new file in ``directory`` for a transfer: unnamed (``O_TMPFILE``) where the file
+    system can, so that a killed receiver leaves nothing behind and nobody can swap the
+    file under its name; else a ``.blastrate-*.part`` file (its path returned), which
+    the transfer locks and :func:`remove_stale_partials` cleans up after a crash."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if flag:
+        try:
+            return os.open(directory, flag | os.O_RDWR | os.O_CLOEXEC, 0o600), None
+        except OSError as exc:
+            # Not supported here (old kernel, some network and FUSE file systems).
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=_PARTIAL_PREFIX, suffix=_PARTIAL_SUFFIX)
+    return fd, Path(tmp)
+
+
 @dataclass(frozen=True)
 class DeterministicDrop:
     """A test hook: drop a fixed fraction of the valid datagrams, decided by a hash of
@@ -215,7 +245,14 @@ class ReceiverLimits:
         Transfers served at once; an authenticated sender beyond them is told the
         receiver is busy.
     max_handshakes : int
-        Connections that may be in their handshake at once; more are closed at once.
+        Connections that may be in their handshake at once; beyond, the oldest one is
+        closed (a real sender's handshake takes milliseconds).
+    max_handshakes_per_client : int
+        Connections one address may have in their handshake at once; more from it are
+        closed at once.
+    max_packets : int
+        Most datagrams a file may take (its size over the sender's payload): the
+        receiver keeps a few bytes per packet.
     """
 
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
@@ -226,9 +263,18 @@ class ReceiverLimits:
     handshake_timeout_s: float = 10.0
     max_sessions: int = 4
     max_handshakes: int = 64
+    max_handshakes_per_client: int = 8
+    max_packets: int = 2**25
 
     def __post_init__(self) -> None:
-        for name in ("max_file_bytes", "max_rounds", "max_sessions", "max_handshakes"):
+        for name in (
+            "max_file_bytes",
+            "max_rounds",
+            "max_sessions",
+            "max_handshakes",
+            "max_handshakes_per_client",
+            "max_packets",
+        ):
             value = getattr(self, name)
             if (
                 isinstance(value, bool)
@@ -352,6 +398,12 @@ class _Transfer:
             self.codec = DatagramCodec(keys.session, keys.data_key, size, payload)
         except WireError as exc:
             raise ReceiveError(exc.field, str(exc)) from None
+        if self.codec.packet_count > limits.max_packets:
+            raise ReceiveError(
+                "payload_bytes",
+                f"{size} bytes in datagrams of {payload} bytes are {self.codec.packet_count} "
+                f"packets, more than max_packets={limits.max_packets}",
+            )
         self.digest = digest
         self.overwrite = overwrite
         self.final = output_dir / self.name
@@ -363,19 +415,19 @@ class _Transfer:
             raise ReceiveError("name", f"{self.name!r} already exists in the output directory")
         self.map: mmap.mmap | None = None
         self.fd = -1
+        self.output_dir = output_dir
+        self.tmp: Path | None = None
         try:
-            fd, tmp = tempfile.mkstemp(
-                dir=output_dir, prefix=_PARTIAL_PREFIX, suffix=_PARTIAL_SUFFIX
-            )
+            fd, self.tmp = _unnamed_file(output_dir)
         except OSError as exc:
             raise ReceiveError(
                 "output", f"cannot create a file in {str(output_dir)!r}: {exc.strerror}"
             ) from None
         self.fd = fd
-        self.tmp = Path(tmp)
         try:
-            # Held until the transfer ends: the mark of a live temporary file.
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if self.tmp is not None:
+                # Held until the transfer ends: the mark of a live temporary file.
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if size:
                 # Reserve the blocks now: a memory map over a sparse file on a full disk
                 # fails with SIGBUS, not an exception.
@@ -414,15 +466,27 @@ class _Transfer:
 
     def _place(self) -> None:
         # A hard link never replaces: a file that appeared under the name during the
-        # transfer stays, and this copy is discarded.
+        # transfer stays, and this copy is discarded.  An unnamed file is linked from its
+        # open descriptor: exactly the file whose digest was checked gets the name.
+        source = self.tmp if self.tmp is not None else Path(f"/proc/self/fd/{self.fd}")
         try:
             if self.overwrite:
                 if self.final.is_dir():
                     raise IsADirectoryError(errno.EISDIR, "is a directory")
+                if self.tmp is None:
+                    named = self.output_dir / (
+                        f"{_PARTIAL_PREFIX}{os.urandom(8).hex()}{_PARTIAL_SUFFIX}"
+                    )
+                    _link_open_file(self.fd, named)
+                    self.tmp = named
                 os.replace(self.tmp, self.final)
+                self.tmp = None
+            elif self.tmp is None:
+                _link_open_file(self.fd, self.final)
             else:
-                os.link(self.tmp, self.final, follow_symlinks=False)
+                os.link(source, self.final, follow_symlinks=False)
                 self.tmp.unlink()
+                self.tmp = None
         except FileExistsError:
             raise ReceiveError(
                 "name",
@@ -439,8 +503,9 @@ class _Transfer:
             with contextlib.suppress(OSError, ValueError):
                 self.map.close()
             self.map = None
-        with contextlib.suppress(OSError):
-            self.tmp.unlink(missing_ok=True)
+        if self.tmp is not None:
+            with contextlib.suppress(OSError):
+                self.tmp.unlink(missing_ok=True)
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -657,50 +722,72 @@ class Receiver:
         """
         summary = ServeSummary(stale_removed=self.stale_removed)
         lock = threading.Lock()
-        handshakes = threading.BoundedSemaphore(self.limits.max_handshakes)
+        # Connections in their handshake, oldest first, and how many per address: a
+        # peer that has not authenticated holds a thread and a socket, never more, and
+        # one address cannot hold them all.
+        pending: OrderedDict[socket.socket, str] = OrderedDict()
+        per_client: Counter[str] = Counter()
         threads: set[threading.Thread] = set()
         enough = threading.Event()
 
+        def authenticated(conn: socket.socket) -> None:
+            with lock:
+                peer = pending.pop(conn, None)
+                if peer is not None:
+                    per_client[peer] -= 1
+                    if per_client[peer] <= 0:
+                        del per_client[peer]
+
+        def failed(peer: str, exc: ReceiveError, counter: str) -> None:
+            with lock:
+                setattr(summary, counter, getattr(summary, counter) + 1)
+            if on_error is not None:
+                on_error(peer, exc)
+
         def run(conn: socket.socket, peer: str) -> None:
-            channel = self._channel(conn)
             try:
+                channel = self._channel(conn)
                 try:
                     keys = self._authenticate(channel)
                 except ReceiveError as exc:
-                    with lock:
-                        summary.unauthenticated += 1
-                    if on_error is not None:
-                        on_error(peer, exc)
+                    failed(peer, exc, "unauthenticated")
                     return
                 finally:
-                    handshakes.release()
-                try:
-                    report = self._session(channel, keys, peer)
-                except ReceiveError as exc:
-                    with lock:
-                        if exc.field == "max_sessions":
-                            summary.turned_away += 1
-                        else:
-                            summary.failed += 1
-                    if on_error is not None:
-                        on_error(peer, exc)
-                    return
-                except Exception as exc:  # a defect must not end the receiver
-                    with lock:
-                        summary.failed += 1
-                    if on_error is not None:
-                        on_error(peer, ReceiveError("internal", f"{type(exc).__name__}: {exc}"))
-                    return
-                with lock:
-                    summary.served += 1
-                    if transfers is not None and summary.served >= transfers:
-                        enough.set()
-                if on_report is not None:
-                    on_report(report)
+                    authenticated(conn)
+                report = self._session(channel, keys, peer)
+            except ReceiveError as exc:
+                failed(peer, exc, "turned_away" if exc.field == "max_sessions" else "failed")
+                return
+            except Exception as exc:  # a defect in one session must not end the receiver
+                authenticated(conn)
+                failed(peer, ReceiveError("internal", f"{type(exc).__name__}: {exc}"), "failed")
+                return
             finally:
-                channel.close()
+                conn.close()
                 with lock:
                     threads.discard(threading.current_thread())
+            with lock:
+                summary.served += 1
+                if transfers is not None and summary.served >= transfers:
+                    enough.set()
+            if on_report is not None:
+                on_report(report)
+
+        def admit(conn: socket.socket, peer: str) -> bool:
+            with lock:
+                if per_client[peer] >= self.limits.max_handshakes_per_client:
+                    summary.turned_away += 1
+                    return False
+                if len(pending) >= self.limits.max_handshakes:
+                    # Full: the oldest handshake goes.  A real sender's takes
+                    # milliseconds, so the oldest is one that is stalling.
+                    oldest = next(iter(pending))
+                    with contextlib.suppress(OSError):
+                        oldest.shutdown(socket.SHUT_RDWR)
+                    summary.turned_away += 1
+                pending[conn] = peer
+                per_client[peer] += 1
+                return True
 
         self._listener.settimeout(0.2)
         if ready is not None:
@@ -711,16 +798,19 @@ class Receiver:
                     conn, addr = self._listener.accept()
                 except TimeoutError:
                     continue
-                except OSError:
+                except OSError as exc:
                     if self._stop.is_set():
                         break
-                    raise
-                if not handshakes.acquire(blocking=False):
-                    with lock:
-                        summary.turned_away += 1
+                    # Out of descriptors, or an error a peer provoked (Linux hands back
+                    # pending network errors on accept): never the end of serving.
+                    if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                        self._stop.wait(0.1)
+                    continue
+                peer = str(addr[0])
+                if not admit(conn, peer):
                     conn.close()
                     continue
-                t = threading.Thread(target=run, args=(conn, str(addr[0])), daemon=True)
+                t = threading.Thread(target=run, args=(conn, peer), daemon=True)
                 with lock:
                     threads.add(t)
                 t.start()
@@ -797,9 +887,13 @@ class Receiver:
             self._rounds(channel, udp, transfer, report, deadline)
             report.sha256 = transfer.finish()
             report.elapsed_s = time.monotonic() - start
-            channel.send_json(
-                MessageKind.RESULT, {"ok": True, "sha256": report.sha256, "path": transfer.name}
-            )
+            # The file is verified and in place: a sender gone before hearing so does not
+            # undo that (it will report a failure; the file is there all the same).
+            with contextlib.suppress(ControlError):
+                channel.send_json(
+                    MessageKind.RESULT,
+                    {"ok": True, "sha256": report.sha256, "path": transfer.name},
+                )
             return report
         except ControlError as exc:
             transfer.discard()
@@ -861,7 +955,9 @@ class Receiver:
                 except (BlockingIOError, InterruptedError):
                     break
                 except OSError:
-                    # ECONNREFUSED and kin: an ICMP error for the connected peer.
+                    # ECONNREFUSED and kin: an ICMP error for the connected peer.  It
+                    # counts, so that a stream of them cannot hold the loop.
+                    n += 1
                     continue
                 n += 1
                 decoded = codec.decode(view[:got])

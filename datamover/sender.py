@@ -288,6 +288,7 @@ def send_file(
     payload_bytes: int = DEFAULT_PACKET_PAYLOAD_BYTES,
     name: str | None = None,
     source_port: int = 0,
+    source_address: str | None = None,
     emulate_delay_s: float = 0.0,
     max_rounds: int = 1000,
     total_timeout_s: float = 3600.0,
@@ -320,6 +321,9 @@ def send_file(
         Name for the receiver (default: the file's base name).
     source_port : int, default 0
         Local UDP port the datagrams leave from (0 = any free port).
+    source_address : str, optional
+        Local address to send from, control and data (iperf3's ``--bind``); default:
+        the one the route gives.
     emulate_delay_s : float, default 0
         Emulated one-way propagation delay (s), as in the paper's §IV: each blast starts
         this long after the previous feedback, and each feedback is taken this long after
@@ -403,6 +407,7 @@ def send_file(
             advise,
             secret,
             source_port,
+            source_address,
         )
     finally:
         if view is not None:
@@ -428,6 +433,7 @@ def _send(
     advise: dict[str, Any] | None,
     secret: bytes | None,
     source_port: int,
+    source_address: str | None = None,
 ) -> SendReport:
     try:
         # The codec's session and key come from the handshake; this one checks the sizes.
@@ -437,7 +443,11 @@ def _send(
     report = SendReport(name=name, size=size, packets=codec.packet_count, rate_bps=rate_bps)
     report.sha256 = _file_digest(view)
     try:
-        conn = socket.create_connection((host, port), timeout=control_timeout_s)
+        conn = socket.create_connection(
+            (host, port),
+            timeout=control_timeout_s,
+            source_address=None if source_address is None else (source_address, 0),
+        )
     except OSError as exc:
         raise SendError("to", f"cannot connect to {host}:{port}: {exc}") from None
     channel = ControlChannel(

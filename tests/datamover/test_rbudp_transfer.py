@@ -28,7 +28,7 @@ from datamover import (
     handshake,
     send_file,
 )
-from datamover.handshake import SessionKeys, session_keys
+from datamover.handshake import SessionKeys, session_keys, stretched_key
 
 SECRET = b"transfer-test-secret-0123"
 LIMITS = ReceiverLimits(total_timeout_s=60.0, idle_timeout_s=20.0, accept_timeout_s=20.0)
@@ -190,7 +190,7 @@ def _fixed_handshake(monkeypatch) -> SessionKeys:
     """Make both ends' nonces fixed, so that the test knows the session's keys (an
     attacker does not; that is the worst case the tests below grant it)."""
     monkeypatch.setattr(handshake.secrets, "token_bytes", lambda n: bytes(range(n)))
-    return session_keys(SECRET, bytes(range(16)), bytes(range(16)))
+    return session_keys(stretched_key(SECRET), bytes(range(16)), bytes(range(16)))
 
 
 def _free_udp_port() -> int:

@@ -8,7 +8,6 @@ import fcntl
 import hashlib
 import os
 import socket
-import tempfile
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from datamover import (
     remove_stale_partials,
     send_file,
 )
+from datamover import receiver as receiver_module
 
 SECRET = b"serving-test-secret-0123"
 LIMITS = ReceiverLimits(total_timeout_s=60, idle_timeout_s=20, handshake_timeout_s=20)
@@ -69,6 +69,20 @@ def _send(src: Path, port: int, **kwargs: Any):
     return send_file(src, "127.0.0.1", port, secret=SECRET, total_timeout_s=30, **kwargs)
 
 
+def transfer_file_open(pid: int, out: Path) -> bool:
+    """Whether process ``pid`` has a transfer's file in ``out`` open (unnamed, or a
+    ``.blastrate-*.part``): the transfer is under way."""
+    fds = Path(f"/proc/{pid}/fd")
+    for fd in fds.iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(str(out) + "/") and ("(deleted)" in target or ".part" in target):
+            return True
+    return False
+
+
 def test_beyond_max_sessions_a_sender_is_told_the_receiver_is_busy(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
@@ -83,10 +97,10 @@ def test_beyond_max_sessions_a_sender_is_told_the_receiver_is_busy(tmp_path: Pat
         def slow_send() -> None:
             first.append(_send(slow, rx.port, rate_bps=2e6, on_round=lambda r: None))
 
-        # The slow transfer holds the only slot once its temporary file exists.
+        # The slow transfer holds the only slot once its file is open.
         t = threading.Thread(target=slow_send, daemon=True)
         t.start()
-        while not any(p.suffix == ".part" for p in out.iterdir()):
+        while not transfer_file_open(os.getpid(), out):
             assert t.is_alive(), first
             started.wait(0.005)
         with pytest.raises(SendError) as err:
@@ -126,7 +140,7 @@ def test_several_senders_at_once(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("target", "fault", "field"),
     [
-        (tempfile, "mkstemp", "output"),  # a read-only directory (EROFS)
+        (receiver_module, "_unnamed_file", "output"),  # a read-only directory (EROFS)
         (os, "posix_fallocate", "size"),  # a full disk (ENOSPC)
         (os, "link", "output"),  # a file system without hard links (EPERM)
     ],
@@ -145,7 +159,9 @@ def test_a_file_system_error_fails_that_transfer_only(
     def failing(*args: Any, **kwargs: Any) -> Any:
         if armed[0]:
             armed[0] = False
-            code = {"mkstemp": errno.EROFS, "posix_fallocate": errno.ENOSPC}.get(fault, errno.EPERM)
+            code = {"_unnamed_file": errno.EROFS, "posix_fallocate": errno.ENOSPC}.get(
+                fault, errno.EPERM
+            )
             raise OSError(code, os.strerror(code))
         return real(*args, **kwargs)
 
@@ -161,27 +177,62 @@ def test_a_file_system_error_fails_that_transfer_only(
     assert summary.failed == 1 and summary.served == 1
 
 
-def test_connections_beyond_max_handshakes_are_closed_at_once(tmp_path: Path) -> None:
+def _in_handshake(port: int, source: str = "127.0.0.1") -> socket.socket:
+    s = socket.socket()
+    s.bind((source, 0))
+    s.connect(("127.0.0.1", port))
+    s.settimeout(30)
+    assert s.recv(5, socket.MSG_WAITALL)  # its CHALLENGE: it is in its handshake
+    return s
+
+
+def _closed(s: socket.socket) -> bool:
+    """Whether the receiver closed ``s`` (what it had sent before is read past)."""
+    try:
+        while s.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    except TimeoutError:
+        return False
+    return True
+
+
+def test_silent_handshakes_cannot_lock_senders_out(tmp_path: Path) -> None:
+    """A full set of handshakes makes room by closing the oldest (a real sender's takes
+    milliseconds), and one address cannot hold more than its share: the helper's
+    review found 64 idle connections (6.4 a second) locked every sender out."""
     out = tmp_path / "out"
     out.mkdir()
-    limits = replace(LIMITS, max_handshakes=2)
+    limits = replace(LIMITS, max_handshakes=3, max_handshakes_per_client=2)
     with Receiver(out, secret=SECRET, limits=limits) as rx:
         serving = _Serving(rx)
-        held = [socket.create_connection(("127.0.0.1", rx.port)) for _ in range(2)]
-        for s in held:
-            assert s.recv(5, socket.MSG_WAITALL)  # its CHALLENGE: in its handshake
-        extra = socket.create_connection(("127.0.0.1", rx.port))
-        extra.settimeout(30)
-        assert extra.recv(1) == b""  # closed without a word
-        extra.close()
-        for s in held:
-            s.close()
-        serving.error_seen.wait(30)
+        first, second = _in_handshake(rx.port), _in_handshake(rx.port)
+        # A third from the same address: over its share, closed at once.
+        third = socket.create_connection(("127.0.0.1", rx.port))
+        third.settimeout(30)
+        assert _closed(third)
+        # From another address: admitted (3 of 3).
+        other = _in_handshake(rx.port, "127.0.0.2")
+        # A real sender from a third address: the oldest handshake makes room.
         src = tmp_path / "data.bin"
         _payload(src, 5_000)
-        assert _send(src, rx.port).digest_ok
+        transport_source = "127.0.0.3"
+        report = send_file(
+            src,
+            "127.0.0.1",
+            rx.port,
+            secret=SECRET,
+            rate_bps=200e6,
+            total_timeout_s=30,
+            source_address=transport_source,
+        )
+        assert report.digest_ok
+        assert _closed(first)
+        for s in (first, second, third, other):
+            s.close()
         summary = serving.stop()
-    assert summary.turned_away == 1 and summary.served == 1
+    assert summary.served == 1 and summary.turned_away >= 2
 
 
 def test_stale_partials_are_removed_and_live_ones_kept(tmp_path: Path) -> None:
