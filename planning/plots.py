@@ -24,6 +24,7 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 import transport
 from host import InterruptServiceTime
@@ -63,6 +64,19 @@ _FIELDS = {
 def _figure(width: float = 7.0, height: float = 4.2) -> Figure:
     fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
+    return fig
+
+
+#: Text is drawn this much larger than matplotlib's default (10 pt in a 7-inch figure),
+#: so that it stays readable where the page shows a plot at 560-700 pixels.
+_TEXT_SCALE = 1.3
+
+
+def _readable(fig: Figure) -> Figure:
+    """Enlarge every text of ``fig`` by :data:`_TEXT_SCALE` (titles, labels, ticks,
+    legends, notes): before, the page's plots had text too small to read."""
+    for text in fig.findobj(Text):
+        text.set_fontsize(float(text.get_fontsize()) * _TEXT_SCALE)
     return fig
 
 
@@ -181,7 +195,7 @@ def curve_figure(
     ax.set_title(title or "Transfer time against sending rate")
     ax.legend(loc="upper right", frameon=False, fontsize=9)
     _style(ax)
-    return fig
+    return _readable(fig)
 
 
 def loss_figure(best: transport.BottleneckRate, *, title: str | None = None) -> Figure:
@@ -211,7 +225,7 @@ def loss_figure(best: transport.BottleneckRate, *, title: str | None = None) -> 
     ax.set_title(title or "NIC loss against sending rate")
     ax.legend(loc="upper left", frameon=False, fontsize=9)
     _style(ax)
-    return fig
+    return _readable(fig)
 
 
 def service_time_figure(service: InterruptServiceTime, *, title: str | None = None) -> Figure:
@@ -255,7 +269,7 @@ def service_time_figure(service: InterruptServiceTime, *, title: str | None = No
     ax.set_title(title or "Interrupt service time")
     ax.legend(loc="lower right", frameon=False, fontsize=9)
     _style(ax)
-    return fig
+    return _readable(fig)
 
 
 def sweep_figure(
@@ -331,4 +345,4 @@ def sweep_figure(
     if series:
         ax.legend(frameon=False, fontsize=9, ncols=2 if len(groups) > 6 else 1)
     _style(ax)
-    return fig
+    return _readable(fig)

@@ -21,26 +21,79 @@ function fmtRate(bps) {
 function fmtTime(s) { return s >= 100 ? s.toFixed(0) + " s" : s.toPrecision(4) + " s"; }
 function fmtNum(x, digits = 4) { return Number(x).toPrecision(digits); }
 
+// Loss as people read it: a percentage, and "below 0.0001 %" rather than 2.36e-10.
+function fmtLoss(p) {
+  if (p < 1e-6) return "below 0.0001 %";
+  return (p * 100).toPrecision(3) + " %";
+}
+
+const LIMITED_WHY = {
+  "end-system": "Limited by the end system: the receiving host (the CPU share of its interrupt " +
+    "path, its NIC ring) cannot take packets faster. Sending faster only adds loss and resends.",
+  "line-rate": "Limited by the line rate: the receiving host could take more than the network " +
+    "carries, so the transfer sends at the line rate.",
+};
+
+// The form's label of an API field ("query.cores" -> "Cores m"), or null.
+function fieldLabel(field) {
+  const name = String(field).split(".").pop().replace(/_(bytes|s|bps)$/, "");
+  const alias = { file_size: "file_size", propagation_delay: "propagation_delay",
+    line_rate: "line_rate" }[name] || name;
+  const el = form.elements[alias];
+  if (!el) return null;
+  const label = el.closest("label");
+  return { el, text: label ? label.childNodes[0].textContent.trim() : alias };
+}
+
+function clearInvalid() {
+  for (const el of form.querySelectorAll("[aria-invalid=true]")) el.removeAttribute("aria-invalid");
+}
+
+// An error replaces what was shown before: no earlier answer stays under it.
 function showError(text) {
   const box = $("error");
   box.textContent = text;
   box.hidden = !text;
+  if (text) {
+    for (const id of ["answer", "plots", "whatif", "sweep"]) $(id).hidden = true;
+    pointQuery = null;
+  }
 }
 
 async function problemText(response) {
   try {
     const body = await response.json();
-    const lines = (body.errors || []).map((e) => `${e.field}: ${e.reason}`);
-    return `${body.title || response.statusText} (${response.status})` +
-      (lines.length ? "\n" + lines.join("\n") : body.detail ? "\n" + body.detail : "");
+    const lines = (body.errors || []).map((e) => {
+      const known = fieldLabel(e.field);
+      if (!known) return `${e.field}: ${e.reason}`;
+      known.el.setAttribute("aria-invalid", "true");
+      return `${known.text}: ${plainReason(e.reason)}`;
+    });
+    const title = response.status === 422 ? "Please check the marked field" :
+      body.title || response.statusText;
+    return title + (lines.length ? "\n" + lines.join("\n") : body.detail ? "\n" + body.detail : "");
   } catch (_) {
     return `The server answered ${response.status} ${response.statusText}.`;
   }
 }
 
+// pydantic's wording, as a person would say it.
+function plainReason(reason) {
+  return String(reason)
+    .replace(/^Input should be less than or equal to (.*)$/, "must be at most $1")
+    .replace(/^Input should be greater than or equal to (.*)$/, "must be at least $1")
+    .replace(/^Input should be a valid integer.*$/, "must be a whole number")
+    .replace(/^Input should be a valid number.*$/, "must be a number");
+}
+
+const WORKLOAD = ["cpu_tasks", "io_tasks", "cores", "disks"];
+
 function formQuery() {
   const q = new URLSearchParams();
+  const live = form.elements.profile.value === "live";
   for (const name of FIELDS) {
+    // Live mode measures the workload: the form's C and I are not part of the question.
+    if (live && WORKLOAD.includes(name)) continue;
     const el = form.elements[name];
     const value = el && el.value.trim();
     if (value) q.set(name, value);
@@ -81,21 +134,42 @@ function queryFromInputs(inputs) {
 function showAnswer(body) {
   $("rate").textContent = fmtRate(body.effective_bottleneck_rate_bps);
   $("time").textContent = fmtTime(body.transfer_time_s);
-  $("loss").textContent = fmtNum(body.loss_probability, 3);
+  $("loss").textContent = fmtLoss(body.loss_probability);
+  $("loss").title = "probability " + fmtNum(body.loss_probability, 3);
   $("mu").textContent = Math.round(body.interrupt_service_rate_per_s).toLocaleString("en") + " /s";
   $("limited").textContent = body.limited_by;
+  $("limited-why").textContent = LIMITED_WHY[body.limited_by] || "";
   $("rounds").textContent = body.rounds;
+  const host = body.inputs.host;
+  $("host-used").textContent = `${host.profile}: ring K = ${host.buffer_packets} packets, ` +
+    `coalescing N = ${host.coalesce_packets}, μnet = ${Math.round(host.mu_net).toLocaleString("en")} /s, ` +
+    `line ${fmtRate(host.line_rate_bps)}`;
+  const w = body.inputs.workload;
+  const live = body.workload_source === "live";
+  $("live-workload").hidden = !live;
+  $("live-workload").textContent = live ? `The probe found C = ${w.cpu_tasks} CPU-bound and ` +
+    `I = ${w.io_tasks} I/O-bound tasks on m = ${w.cores} cores and d = ${w.disks} disks.` : "";
   const link = $("share-link");
   link.href = location.href;
   link.textContent = location.href;
   $("answer").hidden = false;
 }
 
+// The plots appear once the new ones have loaded: never an earlier answer's plots
+// beside this answer's numbers.
 function showPlots(query) {
-  for (const kind of ["transfer-time", "loss", "service-time-cdf"]) {
-    $("plot-" + kind).src = `/plots/${kind}?${query}`;
+  const box = $("plots");
+  const kinds = ["transfer-time", "loss", "service-time-cdf"];
+  let loaded = 0;
+  box.hidden = true;
+  for (const kind of kinds) {
+    const img = $("plot-" + kind);
+    img.onload = () => {
+      loaded += 1;
+      if (loaded === kinds.length && pointQuery === query) box.hidden = false;
+    };
+    img.src = `/plots/${kind}?${query}`;
   }
-  $("plots").hidden = false;
 }
 
 async function liveAvailable() {
@@ -112,6 +186,8 @@ async function liveAvailable() {
 async function compute(event) {
   if (event) event.preventDefault();
   showError("");
+  clearInvalid();
+  $("plots").hidden = true;
   const q = formQuery();
   history.replaceState(null, "", "/?" + q.toString());
   const button = $("compute");
@@ -258,7 +334,10 @@ document.addEventListener("DOMContentLoaded", async () => {
   form.addEventListener("submit", compute);
   $("whatif-form").addEventListener("submit", whatIf);
   $("sweep-form").addEventListener("submit", sweep);
+  const liveMode = () => { $("workload").disabled = $("profile").value === "live"; };
+  liveMode();
   $("profile").addEventListener("change", async () => {
+    liveMode();
     if ($("profile").value !== "live") { $("live-note").hidden = true; return; }
     const problem = await liveAvailable();
     $("live-note").hidden = !problem;

@@ -119,3 +119,68 @@ def test_page_form_answer_plots_share_link(server: str) -> None:
             assert errors == []
         finally:
             browser.close()
+
+
+def test_page_explains_itself_and_never_shows_stale_or_broken_parts(server: str) -> None:
+    """Issue #23, item 7: broken images on the landing page and in the sweep panel; old
+    results under an error; the host values and the probe's workload never shown; a raw
+    loss probability; "end-system" unexplained; no help on task kinds; plot text too
+    small; errors in API words that mark no field."""
+    from playwright.sync_api import sync_playwright
+
+    svg = httpx.get(
+        f"{server}/plots/transfer-time?cpu_tasks=2&io_tasks=1&file_size=500MB"
+        "&propagation_delay=100ms",
+        timeout=60,
+    ).text
+    sizes = [float(s) for s in re.findall(r"font-size:\s*([0-9.]+)px", svg)]
+    assert sizes and min(sizes) >= 11.5, sizes  # was 9 px (legends) in a 700 px figure
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1360, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(server + "/")
+            page.wait_for_selector("body[data-ready=true]")
+            # Nothing computed yet: no plot, no empty image anywhere.
+            assert not page.is_visible("#plots")
+            assert not page.is_visible("#plot-sweep")
+            assert "CPU-bound" in (page.text_content("#workload-help") or "")
+
+            page.click("#compute")
+            page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
+            assert (page.text_content("#loss") or "").endswith("%")
+            assert "Limited by" in (page.text_content("#limited-why") or "")
+            assert "ring K = 64" in (page.text_content("#host-used") or "")
+            assert not page.is_visible("#plot-sweep")  # the sweep panel, before a sweep
+
+            # An error replaces the answer, speaks the form's words and marks the field.
+            page.fill("input[name=cores]", "999")
+            page.click("#compute")
+            page.wait_for_selector("#error:not([hidden])", timeout=60_000)
+            message = page.text_content("#error") or ""
+            assert "Cores m: must be at most 256" in message, message
+            assert "query." not in message
+            assert page.get_attribute("input[name=cores]", "aria-invalid") == "true"
+            assert not page.is_visible("#answer") and not page.is_visible("#plots")
+            page.fill("input[name=cores]", "1")
+            page.click("#compute")
+            page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
+            assert page.get_attribute("input[name=cores]", "aria-invalid") is None
+            assert not page.is_visible("#error")
+
+            # Live mode measures the workload: the form's C and I are greyed out and not
+            # carried by the share link.
+            page.select_option("#profile", "live")
+            assert page.is_disabled("input[name=cpu_tasks]")
+            page.click("#compute")
+            page.wait_for_function("() => !document.querySelector('#compute').disabled")
+            assert "cpu_tasks" not in page.url and "profile=live" in page.url
+            if httpx.get(server + "/host", timeout=10).status_code == 200:
+                page.wait_for_selector("#live-workload:not([hidden])", timeout=60_000)
+                assert "The probe found C =" in (page.text_content("#live-workload") or "")
+            page.screenshot(path=str(ARTIFACTS / "page-explained.png"), full_page=True)
+            assert errors == []
+        finally:
+            browser.close()
