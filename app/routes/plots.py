@@ -95,11 +95,17 @@ async def _plot(
     *,
     single: bool,
     defaults: dict[str, str] | None = None,
+    widen: Callable[[str, str], str] | None = None,
 ) -> Response:
     state = service(request)
     settings = state.settings
     params, fmt = _query(request)
-    specs = {**(defaults or {}), **{k: v for k, v in params.items() if k not in _CONTROL}}
+    given = {k: v for k, v in params.items() if k not in _CONTROL}
+    if widen is not None:
+        # An axis given as one value (the query of GET /bottleneck-rate) becomes the
+        # default range that includes it, not a plot of one point.
+        given = {k: widen(k, v) if k in (defaults or {}) else v for k, v in given.items()}
+    specs = {**(defaults or {}), **given}
     # Unknown parameters are ignored, as GET /bottleneck-rate ignores them.
     specs = {k: v for k, v in specs.items() if k in INPUT_FIELDS}
     key = f"{request.url.path}?{sorted(params.items())}&{sorted(specs.items())}"
@@ -234,7 +240,20 @@ async def plot_bottleneck_rate_grid(request: Request) -> Response:
         _sweep_figure("cpu_tasks", "io_tasks"),
         single=False,
         defaults={"cpu_tasks": "0..8", "io_tasks": "0,1,2,4"},
+        widen=_grid_around,
     )
+
+
+def _grid_around(name: str, value: str) -> str:
+    """``cpu_tasks=2`` -> ``0..8`` (or up to the value); ``io_tasks=3`` -> ``0,1,2,3,4``:
+    a grid that contains the point asked about.  Lists and ranges are kept."""
+    text = value.strip()
+    if not text.isdigit():
+        return value
+    n = int(text)
+    if name == "cpu_tasks":
+        return f"0..{max(8, n)}"
+    return ",".join(str(v) for v in sorted({0, 1, 2, 4, n}))
 
 
 @router.get(

@@ -183,3 +183,21 @@ def test_page_and_assets(client: Any) -> None:
     )
     assert client.get("/static/style.css").status_code == 200
     assert client.get("/static/secret.txt").status_code == 404
+
+
+def test_the_grid_plot_given_one_point_draws_the_grid_around_it(client: Any) -> None:
+    """Before: /plots/bottleneck-rate-grid given GET /bottleneck-rate's query
+    (cpu_tasks=2&io_tasks=1) collapsed to one point."""
+
+    def lines(query: str) -> list[int]:
+        root = _svg(client.get(f"/plots/bottleneck-rate-grid?{query}"))
+        # One marker path per point: count the points of each line's polyline.
+        return sorted(
+            len(e.get("d", "").split(" L "))
+            for e in root.iter()
+            if e.get("d", "").count(" L ") >= 1
+        )
+
+    point = lines(f"{QUERY}")
+    grid = lines("cpu_tasks=0..8&io_tasks=0,1,2,4&file_size=500MB&propagation_delay=100ms")
+    assert point == grid and max(point) >= 9
