@@ -151,7 +151,7 @@ def _changes(
         add("one-cpu-task-fewer", "one CPU-bound task fewer", "cpu_tasks", point["cpu_tasks"] - 1)
     faster = [r for r in LINE_RATES_BPS if r > point["line_rate"]]
     if faster:
-        add("faster-line", f"a faster line ({faster[0] / 1e9:g} Gbps)", "line_rate", faster[0])
+        add("faster-line", f"a faster line ({faster[0] / 1e9:g} Gbit/s)", "line_rate", faster[0])
     return out
 
 

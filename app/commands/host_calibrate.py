@@ -269,7 +269,7 @@ def calibrate(
     _spread_row(table, "mu_net", "1/s", net.mu_net)
     _spread_row(table, "mu_io_cpu", "1/s", io.mu_io_cpu)
     _spread_row(table, "mu_disk", "1/s", io.mu_disk)
-    _spread_row(table, "sender rate", "Mbps", net.sender_rate_bps, 1e6)
+    _spread_row(table, "sender rate", "Mbit/s", net.sender_rate_bps, 1e6)
     _spread_row(table, "full wake-ups", "share", net.full_fraction)
     _spread_row(table, "time slice", "ms", time_slice, 1e-3)
     print_table(table)

@@ -439,7 +439,7 @@ def send(
         click.echo(json.dumps(out, indent=2))
         return
     table = Table(title=f"{report.name}: {report.size} bytes in {report.transfer_s:.3f} s")
-    for col in ("round", "packets sent", "bytes sent", "missing after", "loss", "rate (Mbps)"):
+    for col in ("round", "packets sent", "bytes sent", "missing after", "loss", "rate (Mbit/s)"):
         table.add_column(col, justify="right")
     for r in report.rounds:
         table.add_row(
