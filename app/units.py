@@ -211,15 +211,21 @@ def parse_size(text: str | float | int, field: str = "file_size") -> int:
     return whole
 
 
-def parse_bitrate(text: str | float | int, field: str = "line_rate") -> float:
+def parse_bitrate(
+    text: str | float | int, field: str = "line_rate", *, unit_required: bool = False
+) -> float:
     """A bit rate in bit/s from ``"950Mbps"``, ``"10Gbit/s"``, ``"125MB/s"`` or a number.
 
     Parameters
     ----------
     text : str or number
-        The quantity; a bare number is bit/s.  ``b`` is a bit and ``B`` a byte.
+        The quantity; a bare number is bit/s (unless ``unit_required``).  ``b`` is a bit
+        and ``B`` a byte.
     field : str
         Name of the input, for the error.
+    unit_required : bool, default False
+        Refuse a bare number in text (the command line's ``--rate 800``: bit/s or
+        Mbit/s?).
 
     Returns
     -------
@@ -238,6 +244,14 @@ def parse_bitrate(text: str | float | int, field: str = "line_rate") -> float:
     >>> parse_bitrate("800M"), parse_bitrate("100Kbps"), parse_bitrate("10Gbit")
     (800000000.0, 100000.0, 10000000000.0)
     """
+    if unit_required and isinstance(text, str):
+        match = _QUANTITY.match(text)
+        if match is not None and not match["unit"]:
+            raise QuantityError(
+                field,
+                "a bare number is ambiguous here: give a unit, e.g. "
+                f"{match['number']}Mbps or {match['number']}M (Mbit/s), or {match['number']}bps",
+            )
     return _nearest_float(_exact(text, field, _BITRATE_UNITS, "bit rate", BITRATE_FORMS))
 
 

@@ -166,6 +166,18 @@ def remove_stale_partials(directory: str | Path) -> int:
     return removed
 
 
+def _umask() -> int:
+    """This process's umask, read without changing it (``os.umask`` sets it, which races
+    with other threads); 0o022 where /proc does not say."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
 def _link_open_file(fd: int, path: Path) -> None:
     """Give the open file ``fd`` the name ``path`` (never replacing one): ``linkat`` of
     ``/proc/self/fd/N`` with ``AT_SYMLINK_FOLLOW``, as open(2) documents for O_TMPFILE.
@@ -412,7 +424,11 @@ class _Transfer:
                 "name", f"{self.name!r} is a directory or a link in the output directory"
             )
         if self.final.exists() and not overwrite:
-            raise ReceiveError("name", f"{self.name!r} already exists in the output directory")
+            raise ReceiveError(
+                "name",
+                f"{self.name!r} already exists in the output directory; send it under another "
+                "name (--name) or start the receiver with --overwrite",
+            )
         self.map: mmap.mmap | None = None
         self.fd = -1
         self.output_dir = output_dir
@@ -459,6 +475,10 @@ class _Transfer:
             raise ReceiveError(
                 "sha256", f"file digest {got} does not match the sender's {self.digest}"
             )
+        # Written private (0600) while unverified; once verified, the mode any new file
+        # of this user gets (0666 less the umask), as cp or curl would leave it.
+        with contextlib.suppress(OSError):
+            os.fchmod(self.fd, 0o666 & ~_umask())
         self._place()
         os.close(self.fd)
         self.fd = -1
@@ -859,6 +879,15 @@ class Receiver:
             # before they take room in this socket's buffer.
             udp.connect((peer, sender_port))
             udp.setblocking(False)
+            # Between bind and connect the socket took datagrams from anyone: drop them.
+            # (The sender sends nothing before ACCEPT, so nothing of its is lost.)
+            for _ in range(1 << 16):  # bounded: at most a buffer's worth is queued
+                try:
+                    udp.recv(1)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    continue  # a queued ICMP error: read past it
         except OSError as exc:
             udp.close()
             raise ReceiveError("udp_port", f"cannot open the data socket: {exc.strerror}") from None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -96,6 +97,12 @@ def _secret_option(secret_file: Path | None, insecure: bool) -> bytes | None:
         secret = load_secret(secret_file)
     except SecretError as exc:
         _fail(exc.field, exc.reason, EXIT_USAGE)
+    if secret_file is not None and secret_file.stat().st_mode & 0o077:
+        click.echo(
+            f"blastrate: warning: --secret-file: {str(secret_file)!r} can be read by others; "
+            f"chmod 600 {shlex.quote(str(secret_file))}",
+            err=True,
+        )
     if insecure and secret is not None:
         _fail(
             "--insecure",
@@ -265,7 +272,8 @@ def receiver_advisor(
     "--rate",
     default="auto",
     show_default=True,
-    help="Sending rate: 'auto' (ask the receiver's service), 'max' (unpaced) or e.g. 800Mbps.",
+    help="Sending rate: 'auto' (ask the receiver), 'max' (unpaced), or a rate with its "
+    "unit: 800Mbps, 800M, 1Gbit/s.",
 )
 @click.option(
     "--service",
@@ -346,7 +354,9 @@ def send(
             if emulate_delay.strip() in {"0", "0s", "0ms"}
             else parse_duration(emulate_delay, "--emulate-delay", unit_required=True)
         )
-        fixed = None if rate in {"auto", "max"} else parse_bitrate(rate, "--rate")
+        fixed = (
+            None if rate in {"auto", "max"} else parse_bitrate(rate, "--rate", unit_required=True)
+        )
         prop = (
             None
             if propagation_delay is None
@@ -598,12 +608,16 @@ def receive(
         _fail("--output", f"{str(output)!r} is not a directory", EXIT_USAGE)
     advisor = receiver_advisor(profile, batch, buffer, f"receiver {host}:{port}")
     if secret is None and not insecure:
+        # The command as this receiver was started (.venv/bin/blastrate, say), and its
+        # address when it was bound to one.
+        program = shlex.quote(sys.argv[0]) if sys.argv[0].endswith("blastrate") else "blastrate"
+        to_host = host if host not in ("0.0.0.0", "::", "") else "HOST"
         made = new_secret()
         secret = made.encode()
         click.echo(
             f"blastrate: no --secret-file or {SECRET_ENV}: this receiver accepts only "
             f"senders that hold this secret (shown once):\n\n    {made}\n\n"
-            f"Send with:  {SECRET_ENV}='{made}' blastrate send FILE --to HOST:{port}\n"
+            f"Send with:  {SECRET_ENV}='{made}' {program} send FILE --to {to_host}:{port}\n"
             "(or write it to a file readable only by you and pass --secret-file)",
             err=True,
         )
@@ -634,7 +648,8 @@ def receive(
             else:
                 click.echo(
                     f"received {report.path} ({report.size} bytes) from {report.peer} in "
-                    f"{report.rounds} rounds, {report.elapsed_s:.3f} s; sha256 {report.sha256} "
+                    f"{report.rounds} round{'s' if report.rounds != 1 else ''}, "
+                    f"{report.elapsed_s:.3f} s; sha256 {report.sha256} "
                     "verified"
                 )
 
@@ -665,7 +680,9 @@ def receive(
                 ready=listening,
             )
         except KeyboardInterrupt:
-            _fail("receive", "interrupted", EXIT_INTERRUPTED)
+            # Ctrl-C is how a receiver is stopped: said plainly, not as an error.
+            click.echo("blastrate: receiver stopped (interrupted)", err=True)
+            sys.exit(EXIT_INTERRUPTED)
         finally:
             if on_main:
                 signal.signal(signal.SIGTERM, previous)

@@ -143,6 +143,11 @@ def test_send_bad_inputs_exit_2(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "blastrate: error: --rate:" in r.stderr
     r = CliRunner().invoke(send, [str(tmp_path / "none"), "--to", "127.0.0.1:9", "--rate", "max"])
     assert r.exit_code == 2 and "blastrate: error: file:" in r.stderr
+    # A bare rate is ambiguous (bit/s or Mbit/s?): refused, with the unit to add.
+    r = CliRunner(env={"BLASTRATE_SECRET": SECRET}).invoke(
+        send, [str(src), "--to", "127.0.0.1:9", "--rate", "800"]
+    )
+    assert r.exit_code == 2 and "blastrate: error: --rate: a bare number" in r.stderr
     # No secret, and no --insecure: refused before anything goes on the network.
     r = CliRunner(env={"BLASTRATE_SECRET": None}).invoke(
         send, [str(src), "--to", "127.0.0.1:9", "--rate", "max"]

@@ -438,3 +438,13 @@ def test_pacer_never_runs_ahead_of_its_schedule(burst: int) -> None:
     assert len(stamps) == 300
     assert all(t - t0 >= k * interval - 1e-9 for k, t in enumerate(stamps))
     assert elapsed >= 299 * interval
+
+
+def test_a_received_file_gets_the_usual_mode(tmp_path: Path) -> None:
+    """Written private while unverified; then 0666 less the umask, as cp leaves a file
+    (before: always 0600)."""
+    _, written, report, _ = _transfer(tmp_path, 5_000)
+    assert report.digest_ok
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert written.stat().st_mode & 0o777 == 0o666 & ~umask
