@@ -213,7 +213,13 @@ def test_a_receiver_without_a_secret_makes_one_and_prints_it_once(
         match = re.search(r"^\s{4}(\S{40,})$", shown, re.MULTILINE)
         assert match, shown
         made = match.group(1)
-        assert f"BLASTRATE_SECRET='{made}' blastrate send" in shown
+        # The command as this receiver was run, to the address it was bound to.
+        command = re.search(
+            rf"BLASTRATE_SECRET='{re.escape(made)}' (\S*blastrate) send FILE "
+            rf"--to 127\.0\.0\.1:{rx.port}",
+            shown,
+        )
+        assert command, shown
         src = tmp_path / "data.bin"
         _payload(src, 10_000)
         with pytest.raises(SendError) as err:
