@@ -404,12 +404,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.service = state
     install_docs(app)
     _install_error_handlers(app)
-    from .routes import bottleneck, host, profiles
+    from .routes import bottleneck_rate, host, profiles
     from .routes import jobs as job_routes
 
     allowed: dict[str, set[str]] = {}
     for router in (
-        bottleneck.router,
+        bottleneck_rate.router,
         profiles.router,
         host.router,
         planning.router,

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .bottleneck import run_method
 from .native_threads import native_thread_counts
 from .nic import solve_nic_queue, transfer_time_curve
 from .srn_solve import SolveBudget, solve_srn
+from .whole_method import run_method
 
 __all__ = ["JOBS"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-from .bottleneck import compute_bottleneck, resolve_inputs
+from .whole_method import compute_bottleneck, resolve_inputs
 
 __all__ = ["PAPER_WORKLOADS", "compile_default_nets"]
 

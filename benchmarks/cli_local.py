@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.bottleneck import compute_bottleneck, resolve_inputs
 from app.commands.local import run_local
+from app.whole_method import compute_bottleneck, resolve_inputs
 
 REPEATS = 15
 

@@ -45,16 +45,16 @@ rounds = ceil(N_resend) + 1, loss >= 1 never completes (``completes`` False, ``N
 ``to_dict()``), and the search is a deterministic global scan plus refinement to 0.1 Mbps.
 """
 
-from .bottleneck import (
+from .curve import TransferCurve
+from .errors import NoCompletingRateError, TransportParameterError
+from .pipeline import NicService, PipelineResult, workload_bottleneck_rate
+from .rate_search import (
     MAX_CURVE_POINTS,
     BottleneckRate,
     LossFunction,
     bulk_queue_bottleneck_rate,
     effective_bottleneck_rate,
 )
-from .curve import TransferCurve
-from .errors import NoCompletingRateError, TransportParameterError
-from .pipeline import NicService, PipelineResult, workload_bottleneck_rate
 from .rbudp import (
     DEFAULT_HEADER_BYTES,
     DEFAULT_PACKET_PAYLOAD_BYTES,

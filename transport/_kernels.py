@@ -4,12 +4,12 @@ The formula (:func:`time_terms`, behind :func:`transport.rbudp.transfer_time_ter
 computes every term of one rate before the next, with the arithmetic of the module
 docstring of :mod:`transport.rbudp` in the same order.
 
-A pass of the search of :mod:`transport.bottleneck` is: pick the cells to split,
+A pass of the search of :mod:`transport.rate_search` is: pick the cells to split,
 evaluate the user's loss at the new rates (in Python: the loss is any callable), then
 evaluate T at them, bound T in each new sub-cell and merge the new points into the
 sorted arrays.  In NumPy those steps are some forty small temporaries per pass, which
 cost more than the arithmetic at the few hundred rates of a search; here each is one
-loop.  The rules are documented in :mod:`transport.bottleneck`; the split points and
+loop.  The rules are documented in :mod:`transport.rate_search`; the split points and
 bounds are the same expressions as there.
 
 One module on purpose: Numba's on-disk cache of a compiled function is not invalidated
@@ -313,7 +313,7 @@ def exponential_search(
     max_split_cells: int,
     max_passes: int,
 ) -> tuple[int, NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_], NDArray[np.float64]]:
-    """The whole search of :func:`transport.bottleneck.effective_bottleneck_rate` for the
+    """The whole search of :func:`transport.rate_search.effective_bottleneck_rate` for the
     exponential NIC queue, its loss computed in the same loop.
 
     The same steps as the Python loop there, in the same order, with the loss of

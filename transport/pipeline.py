@@ -33,13 +33,13 @@ import queues
 from host import HostProfile, InterruptServiceTime, Workload, interrupt_service_time
 
 from . import _validation as check
-from .bottleneck import (
+from .errors import TransportParameterError
+from .rate_search import (
     MAX_CURVE_POINTS,
     BottleneckRate,
     bulk_queue_bottleneck_rate,
     effective_bottleneck_rate,
 )
-from .errors import TransportParameterError
 
 __all__ = ["NicService", "PipelineResult", "workload_bottleneck_rate"]
 

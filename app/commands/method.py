@@ -137,7 +137,7 @@ def _inputs(args: MethodArgs) -> tuple[dict[str, Any], dict[str, Any], dict[str,
 
 
 def _compute(payload: dict[str, Any], report: Reporter) -> dict[str, Any]:
-    from app.bottleneck import compute_bottleneck
+    from app.whole_method import compute_bottleneck
 
     return compute_bottleneck(payload["inputs"], payload["options"])
 
@@ -150,7 +150,7 @@ def bottleneck(args: MethodArgs, options: dict[str, Any], label: str) -> dict[st
     args : dict
         The values of :func:`method_options`.
     options : dict
-        ``curve_points``, ``include_curve`` (see :func:`app.bottleneck.compute_bottleneck`).
+        ``curve_points``, ``include_curve`` (see :func:`app.whole_method.compute_bottleneck`).
     label : str
         What the progress spinner says.
     """
@@ -168,8 +168,8 @@ def bottleneck(args: MethodArgs, options: dict[str, Any], label: str) -> dict[st
         timeout = args["timeout"] or DEFAULT_SERVER_TIMEOUT_S
         return request(args["server"], "POST", "/bottleneck-rate", timeout, json=body)
 
-    from app.bottleneck import resolve_inputs, state_count
     from app.settings import Settings
+    from app.whole_method import resolve_inputs, state_count
 
     with library_errors():
         inputs = resolve_inputs(workload, host, transfer, args["nic_service"]).to_dict()

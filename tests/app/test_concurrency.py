@@ -15,12 +15,12 @@ from typing import Any
 import httpx
 import pytest
 
-import app.routes.bottleneck as bottleneck_routes
+import app.routes.bottleneck_rate as bottleneck_routes
 import app.routes.planning as planning_routes
 from app import Settings, create_app
-from app.bottleneck import run_method
 from app.nic import solve_nic_queue
 from app.problems import FieldProblem, ProblemError
+from app.whole_method import run_method
 
 SETTINGS = {"warm_up": False, "log_level": "warning", "solve_workers": 1}
 QUERY = {"cpu_tasks": 2, "io_tasks": 1, "file_size": "500MB", "propagation_delay": "100ms"}

@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 # The bottleneck search evaluates the loss at about 500 rates per pass and at most about
-# 1,100 in all (transport.bottleneck: 256 + curve points, then 7 per refined cell).
+# 1,100 in all (transport.rate_search: 256 + curve points, then 7 per refined cell).
 _RATES_PER_PASS = 512
 _RATES_PER_SEARCH = 1_024
 

@@ -20,14 +20,6 @@ from starlette.responses import Response
 
 from host import HOST_PROFILES
 
-from ..bottleneck import (
-    HOST_FIELDS,
-    queue_cells,
-    queue_work,
-    resolve_inputs,
-    run_method,
-    state_count,
-)
 from ..live import latest_probe, live_host_overrides, live_workload
 from ..problems import FieldProblem, ProblemError, only_sent_fields, translated_errors
 from ..schemas import (
@@ -45,6 +37,14 @@ from ..schemas import (
 from ..state import ServiceState, respond, service
 from ..stored_profiles import fetch_profile
 from ..units import QuantityError, parse_bitrate, parse_duration, parse_size
+from ..whole_method import (
+    HOST_FIELDS,
+    queue_cells,
+    queue_work,
+    resolve_inputs,
+    run_method,
+    state_count,
+)
 from .access import check_token
 from .common import (
     NOT_MODIFIED,
