@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,23 +22,17 @@ import httpx
 import pytest
 from cli_support import blastrate
 
-from conftest import live_server
+from conftest import free_port, live_server
 
 DASK = Path(sys.executable).parent / "dask"
 SWEEP = ["--cpu-tasks", "0..2", "--io-tasks", "0,1", "--file-size", "500MB"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def scheduler() -> Iterator[str]:
     if not DASK.exists():
         pytest.skip(f"{DASK} is not installed")
-    port = _free_port()
+    port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
     common = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}

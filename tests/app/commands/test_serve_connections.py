@@ -21,19 +21,15 @@ import httpx
 import pytest
 from cli_support import blastrate
 
+from conftest import free_port
+
 READ_TIMEOUT_S = 2.0
 PER_CLIENT = 50
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
-    port = _free_port()
+    port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("BLASTRATE_")},
         "BLASTRATE_DATABASE_URL": os.environ["BLASTRATE_DATABASE_URL"],
