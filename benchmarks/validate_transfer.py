@@ -75,7 +75,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from veth_link import CLONE_NEWNET, Link, setns
+from veth_link import CLONE_NEWNET, Drops, Link, setns
 
 import queues
 from datamover import HEADER_BYTES, Receiver, ReceiverLimits, SendError, new_secret, send_file
@@ -402,10 +402,17 @@ def _runnable() -> int:
 
 
 def _one_transfer(
-    src: Path, link: Link, port: int, rate: float, args: argparse.Namespace, deadline: float
+    src: Path,
+    link: Link,
+    port: int,
+    rate: float,
+    args: argparse.Namespace,
+    deadline: float,
+    drops: Drops,
 ) -> dict[str, Any]:
     load = os.getloadavg()[0]
     runnable = _runnable()
+    before = drops.read()
     try:
         rep = send_file(
             src,
@@ -431,6 +438,8 @@ def _one_transfer(
         "achieved_rate_bps": rep.rounds[0].achieved_rate_bps,
         "load1": load,
         "runnable": runnable,
+        # Every round's drops, by where the kernel dropped them.
+        **{f"{where}_drops": n for where, n in drops.since(before).items()},
     }
 
 
@@ -525,6 +534,7 @@ def run_workload(
     io_file: Path | None,
     t_prop: float,
     budget_deadline: float,
+    drops: Drops,
 ) -> dict[str, Any]:
     size = src.stat().st_size
     line = profile.line_rate_bps
@@ -560,7 +570,9 @@ def run_workload(
                 for rate in shuffled:
                     if time.monotonic() > deadline:
                         break
-                    samples[rate].append(_one_transfer(src, link, port, rate, args, deadline))
+                    samples[rate].append(
+                        _one_transfer(src, link, port, rate, args, deadline, drops)
+                    )
     finally:
         os.sched_setaffinity(0, old)
     load_during = statistics.fmean(s["load1"] for v in samples.values() for s in v)
@@ -600,6 +612,10 @@ def run_workload(
                 "time_s": _spread([s["time_s"] for s in ok]),
                 "rounds": _spread([float(s["rounds"]) for s in ok]),
                 "first_round_loss": _spread([s["first_loss"] for s in ok]),
+                # Datagrams dropped per transfer (all rounds): at the socket (K) and in the
+                # CPU's input queue before the socket (no term in the model).
+                "socket_drops": _spread([float(s["socket_drops"]) for s in ok]),
+                "backlog_drops": _spread([float(s["backlog_drops"]) for s in ok]),
                 "achieved_rate_bps": _spread([s["achieved_rate_bps"] for s in ok]),
                 "load1": _spread([s["load1"] for s in samples[rate]]),
                 "model_loss": float(ts_curve.first_round_loss[i]),
@@ -655,6 +671,11 @@ def run_workload(
         "load_during": load_during,
         "runnable_during": runnable,
         "noisy": noisy,
+        # Where the receiving side dropped, over every transfer of the workload.
+        "drops": {
+            where: sum(s.get(f"{where}_drops", 0) for v in samples.values() for s in v)
+            for where in ("socket", "backlog")
+        },
         "rates": per_rate,
     }
 
@@ -800,6 +821,13 @@ def report(result: dict[str, Any]) -> None:
         vals = [v for v in vals if v is not None]
         worst[n] = max(vals) if vals else None
     print("worst time ratio: " + ", ".join(f"{n} {_fmt(v)}" for n, v in worst.items()))
+    dropped = {
+        where: sum(w.get("drops", {}).get(where, 0) for w in ws) for where in ("socket", "backlog")
+    }
+    print(
+        f"datagrams dropped: {dropped['socket']} at the socket (K), "
+        f"{dropped['backlog']} in the receive CPU's input queue"
+    )
     result["worst_time_ratio"] = worst
     result["misses"] = misses
 
@@ -896,6 +924,7 @@ def main() -> None:
     try:
         with link:
             print(f"# link: {link.kind}; {link.note}")
+            drops = link.drops()  # opened here, in the receiving namespace's view
             setns(link.tx_ns)  # this process is the sender
             # Calibrate with the receiver as in the first group (never a scored run).
             args.rcvbuf, args.batch, args.delay = 2_000_000, batches[0], 0.0
@@ -991,6 +1020,7 @@ def main() -> None:
                             io_file=io_file,
                             t_prop=t_prop,
                             budget_deadline=budget_deadline,
+                            drops=drops,
                         )
                         w.update(
                             buffer_packets=k,

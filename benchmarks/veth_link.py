@@ -13,10 +13,11 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 from datamover import HEADER_BYTES
 
-__all__ = ["CLONE_NEWNET", "RX_ADDR", "RX_NS", "TX_ADDR", "TX_NS", "Link", "setns"]
+__all__ = ["CLONE_NEWNET", "RX_ADDR", "RX_NS", "TX_ADDR", "TX_NS", "Drops", "Link", "setns"]
 
 PAYLOAD = 1468
 TX_NS, RX_NS = "blastrate-tx", "blastrate-rx"
@@ -32,13 +33,62 @@ def setns(name: str | None) -> None:
     """Move this (single-threaded) process into network namespace ``name``."""
     if name is None:
         return
-    libc = ctypes.CDLL(None, use_errno=True)
     fd = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
     try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {name}")
+        _setns_fd(fd, name)
     finally:
         os.close(fd)
+
+
+def _setns_fd(fd: int, what: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), f"setns {what}")
+
+
+class Drops:
+    """Where the receiving side drops datagrams, counted by the kernel.
+
+    * ``socket``: the receiving namespace's ``Udp: RcvbufErrors`` (``/proc/net/snmp``),
+      datagrams that found the socket's receive buffer full: the model's K overflowing;
+    * ``backlog``: the ``dropped`` column of ``/proc/net/softnet_stat`` for the receive
+      CPU, datagrams that found that CPU's input queue (``net.core.netdev_max_backlog``)
+      full before the softirq reached them: a loss the model has no term for.
+
+    ``/proc/net/snmp`` is opened once inside the receiving namespace: an open proc file
+    keeps reading the namespace it was opened in, wherever this process moves later.
+    """
+
+    def __init__(self, netns: str | None, rx_cpu: int) -> None:
+        self.rx_cpu = rx_cpu
+        here = os.open("/proc/self/ns/net", os.O_RDONLY)
+        try:
+            setns(netns)
+            self._snmp = os.open("/proc/net/snmp", os.O_RDONLY)
+        finally:
+            if netns is not None:
+                _setns_fd(here, "back")
+            os.close(here)
+
+    def read(self) -> dict[str, int]:
+        """Counters now: ``{"socket": ..., "backlog": ...}`` (datagrams since boot)."""
+        os.lseek(self._snmp, 0, os.SEEK_SET)
+        text = b""
+        while chunk := os.read(self._snmp, 65536):
+            text += chunk
+        udp = [line.split() for line in text.decode().splitlines() if line.startswith("Udp:")]
+        socket_drops = int(udp[1][udp[0].index("RcvbufErrors")])
+        softnet = Path("/proc/net/softnet_stat").read_text().splitlines()
+        backlog = int(softnet[self.rx_cpu].split()[1], 16)
+        return {"socket": socket_drops, "backlog": backlog}
+
+    def since(self, before: dict[str, int]) -> dict[str, int]:
+        """Drops since ``before`` (a :meth:`read`)."""
+        now = self.read()
+        return {k: now[k] - before[k] for k in now}
+
+    def close(self) -> None:
+        os.close(self._snmp)
 
 
 class Link:
@@ -111,6 +161,10 @@ class Link:
         )
         self.rx_ns, self.tx_ns, self.address = RX_NS, TX_NS, RX_ADDR
         self.reset(self.line_rate_bps)
+
+    def drops(self) -> Drops:
+        """Counters of the receiving side's drops (call before moving into a namespace)."""
+        return Drops(self.rx_ns, self.rx_cpu)
 
     def _shape(self, verb: str) -> str:
         # tbf counts wire bytes: the payload rate times the datagram's bytes on the wire.
