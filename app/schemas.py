@@ -52,7 +52,10 @@ __all__ = [
     "query_parameters",
 ]
 
-DEFAULT_PROFILE = "sx280-2007"
+_PROFILE_DOC = (
+    "Name of a profile from `GET /profiles`; default: this host's default (`default` in "
+    "`GET /profiles`, set by `blastrate calibrate`), else `sx280-2007`."
+)
 MAX_TASKS = 1_000
 MAX_CORES = 256
 MAX_DISKS = 16
@@ -201,9 +204,7 @@ class HostOverrides(RequestModel):
         json_schema_extra={"examples": [{"profile": "sx280-2007", "buffer_packets": 512}]}
     )
 
-    profile: Name = Field(
-        default=DEFAULT_PROFILE, description="Name of a profile from `GET /profiles`."
-    )
+    profile: Name | None = Field(default=None, description=_PROFILE_DOC)
     mu_io_cpu: Rate | None = Field(default=None, description="Processor-to-disk move rate (1/s).")
     mu_disk: Rate | None = Field(default=None, description="Disk service rate per busy disk (1/s).")
     mu_net: Rate | None = Field(
@@ -287,11 +288,11 @@ class BottleneckQuery(BaseModel):
         description="One-way propagation delay: seconds, or `100ms`, `250us`, `0.1s`.",
         examples=["100ms"],
     )
-    profile: str = Field(
-        default=DEFAULT_PROFILE,
+    profile: str | None = Field(
+        default=None,
         min_length=1,
         max_length=MAX_NAME_CHARS,
-        description="Host profile name.",
+        description=_PROFILE_DOC,
     )
     cores: int | None = Field(default=None, ge=1, le=MAX_CORES, description="m, cores.")
     disks: int | None = Field(default=None, ge=1, le=MAX_DISKS, description="d, disks.")

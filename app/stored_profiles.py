@@ -29,8 +29,13 @@ def profile_store(state: ServiceState) -> ProfileStore:
     return store
 
 
-async def fetch_profile(state: ServiceState, name: str) -> HostProfile:
+async def fetch_profile(state: ServiceState, name: str | None) -> HostProfile:
     """The profile called ``name``: built-ins at once, stored ones read in a thread.
+
+    ``None`` (a request that names no profile) is this host's default, the profile that
+    ``blastrate calibrate`` last made the default, else the paper's ``sx280-2007``.  It is
+    read from the database on every request: another process (``calibrate``) may have
+    changed it since the last.
 
     Raises
     ------
@@ -39,10 +44,13 @@ async def fetch_profile(state: ServiceState, name: str) -> HostProfile:
     ProfileStoreError
         When the database cannot be read (answered 503 by the app).
     """
+    store = profile_store(state)
+    if name is None:
+        entry = await anyio.to_thread.run_sync(store.default_entry)
+        return entry.profile
     built_in = HOST_PROFILES.get(name)
     if built_in is not None:
         return built_in
-    store = profile_store(state)
     profile: HostProfile = await anyio.to_thread.run_sync(store.get, name)
     return profile
 

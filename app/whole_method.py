@@ -19,7 +19,6 @@ import numpy as np
 
 import transport
 from host import (
-    DEFAULT_PROFILE,
     HOST_PROFILES,
     HostProfile,
     Workload,
@@ -116,8 +115,9 @@ def resolve_inputs(
     workload : dict
         ``cpu_tasks``, ``io_tasks`` and optionally ``cores``, ``disks``.
     host : dict
-        ``profile`` (a name, default ``sx280-2007``, or a :class:`HostProfile` already
-        fetched) and optional overrides of :data:`HOST_FIELDS`.
+        ``profile`` (a name, a :class:`HostProfile` already fetched, or None for this
+        host's default, :meth:`host.store.ProfileStore.default_entry`) and optional
+        overrides of :data:`HOST_FIELDS`.
     transfer : dict, optional
         ``file_size_bytes`` (bytes) and ``propagation_delay_s`` (s); omitted for the
         service time alone.
@@ -135,8 +135,10 @@ def resolve_inputs(
         cores=workload.get("cores", 1),
         disks=workload.get("disks", 1),
     )
+    named = host.get("profile")
     profile = resolve_host(
-        host.get("profile") or DEFAULT_PROFILE, {k: host.get(k) for k in HOST_FIELDS}
+        default_store().default_entry().profile if named is None else named,
+        {k: host.get(k) for k in HOST_FIELDS},
     )
     if transfer is None:
         return MethodInputs(load, profile)

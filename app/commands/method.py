@@ -81,7 +81,12 @@ _METHOD_OPTIONS: list[Callable[[Any], Any]] = [
         metavar="DURATION",
         help="One-way propagation delay with its unit: 100ms, 100msec, 0.1s, 250us...",
     ),
-    click.option("--profile", default="sx280-2007", show_default=True, help="Host profile."),
+    click.option(
+        "--profile",
+        default=None,
+        help="Host profile [default: this host's default from `blastrate calibrate`, "
+        "else sx280-2007].",
+    ),
     click.option("--mu-io-cpu", type=FINITE, metavar="PER_S", help="Override: 1/s."),
     click.option("--mu-disk", type=FINITE, metavar="PER_S", help="Override: 1/s."),
     click.option("--mu-net", type=FINITE, metavar="PER_S", help="Override: 1/s."),

@@ -98,15 +98,18 @@ async def _answer(
     aliases: Mapping[str, str],
     prefix: str,
     extra: dict[str, Any] | None = None,
+    *,
+    profile_named: bool = True,
 ) -> Response:
     # `extra` (the live probe) is part of the answer, so part of the key.
     key, entry = state.cached(
         function, [inputs, options] if extra is None else [inputs, options, extra]
     )
-    # Only built-in profiles (read-only) and given workloads may be answered from the raw
-    # query string later: a stored profile can change under the same name, a live probe
-    # every window.
-    indexable = extra is None and inputs["host"]["profile"] in HOST_PROFILES
+    # Only built-in profiles (read-only) named in the query and given workloads may be
+    # answered from the raw query string later: a stored profile can change under the
+    # same name, the host default with each `blastrate calibrate`, a live probe every
+    # window.
+    indexable = profile_named and extra is None and inputs["host"]["profile"] in HOST_PROFILES
     if entry is not None:
         if indexable:
             _index(request, state, key)
@@ -297,6 +300,7 @@ async def get_bottleneck_rate(request: Request) -> Response:
             _QUERY_FIELDS,
             "query.",
             extra,
+            profile_named=q.profile is not None,
         )
 
 

@@ -68,8 +68,12 @@ async def list_profiles(request: Request) -> JSONResponse:
     """Every host profile, in SI units: the built-in ones, then the stored ones (with
     their provenance), and the default's name."""
     store = profile_store(service(request))
-    entries = await anyio.to_thread.run_sync(store.entries)
-    return JSONResponse({"default": DEFAULT_PROFILE, "profiles": [_entry_dict(e) for e in entries]})
+
+    def read() -> tuple[str, list[Any]]:
+        return store.default_name() or DEFAULT_PROFILE, store.entries()
+
+    default, entries = await anyio.to_thread.run_sync(read)
+    return JSONResponse({"default": default, "profiles": [_entry_dict(e) for e in entries]})
 
 
 @router.get(

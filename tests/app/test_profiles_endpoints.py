@@ -151,3 +151,33 @@ def test_put_racing_delete_answers_what_it_stored(api: TestClient) -> None:
     assert wrong == []
     assert set(statuses) <= {200, 201, 204, 404}, sorted(set(statuses))
     assert len(statuses) == 160
+
+
+def test_a_request_naming_no_profile_uses_this_hosts_default(
+    api: TestClient, tmp_path: Path
+) -> None:
+    # Issue #21: `blastrate calibrate` makes its profile the host default, and the
+    # service answers with it when a request names none; a named profile always wins.
+    from host.store import ProfileStore
+
+    store = ProfileStore(f"sqlite:///{tmp_path / 'profiles.db'}")
+    assert api.put("/profiles/lab-1", json={**FIELDS, "mu_net": 20_000.0}).status_code == 201
+
+    def used(query: dict[str, Any]) -> tuple[str, float]:
+        host = api.get("/bottleneck-rate", params=query).json()["inputs"]["host"]
+        return host["profile"], host["mu_net"]
+
+    assert used(QUERY) == ("sx280-2007", 41_600.0)  # no default set: the paper's host
+    store.set_default("lab-1")
+    assert api.get("/profiles").json()["default"] == "lab-1"
+    assert used(QUERY) == ("lab-1", 20_000.0)  # the same query string, not a stale answer
+    assert used({**QUERY, "profile": "sx280-2007"}) == ("sx280-2007", 41_600.0)
+    body = {
+        "workload": {"cpu_tasks": 2, "io_tasks": 1},
+        "transfer": {"file_size_bytes": 500e6, "propagation_delay_s": 0.1},
+    }
+    posted = api.post("/bottleneck-rate", json=body).json()["inputs"]["host"]
+    assert (posted["profile"], posted["mu_net"]) == ("lab-1", 20_000.0)
+    store.set_default(None)
+    assert used(QUERY) == ("sx280-2007", 41_600.0)
+    assert api.get("/profiles").json()["default"] == "sx280-2007"

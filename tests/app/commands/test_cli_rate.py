@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from cli_support import RATE, invoke
@@ -177,3 +178,24 @@ def test_a_bare_delay_is_refused_and_iperf3_spellings_are_read(command: str) -> 
         "800M",
     )
     assert r.exit_code == 0, r.stderr
+
+
+def test_rate_uses_this_hosts_default_profile(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Issue #21: with no --profile, the profile `blastrate calibrate` made the default.
+    from host import host_profile
+    from host.store import ProfileStore
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setenv("BLASTRATE_DATABASE_URL", url)
+    store = ProfileStore(url)
+    store.put(host_profile("sx280-2007").replace(name="lab-2", mu_net=20_000.0))
+    store.set_default("lab-2")
+    body = json.loads(invoke("rate", *RATE, "--json").stdout)
+    assert (body["inputs"]["host"]["profile"], body["inputs"]["host"]["mu_net"]) == (
+        "lab-2",
+        20_000.0,
+    )
+    named = json.loads(invoke("rate", *RATE, "--profile", "sx280-2007", "--json").stdout)
+    assert named["inputs"]["host"]["profile"] == "sx280-2007"
