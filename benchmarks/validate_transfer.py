@@ -476,6 +476,18 @@ def predictions(
         settle_s=SETTLE_S,
     )
     out["timeslice"] = {"rate_bps": ts.rate_bps, "model_time_s": ts.transfer_time_s}
+    # With wake-up preemption: the receiver's slice runs down only while it has work.
+    woken = time_slice_bottleneck_rate(
+        w,
+        profile,
+        file_size_bytes=size,
+        propagation_delay_s=t_prop,
+        time_slice_s=slice_s,
+        kernel_s_per_datagram=kernel_s,
+        settle_s=SETTLE_S,
+        wakeup_preemption=True,
+    )
+    out["timeslice-wakeup"] = {"rate_bps": woken.rate_bps, "model_time_s": woken.transfer_time_s}
     # Without slices: the receiver served at the processor-sharing average all the time.
     shared = _processor_sharing(w, profile, size, t_prop, slice_s, kernel_s)
     out["timeslice-no-slices"] = {
@@ -579,16 +591,20 @@ def run_workload(
     runnable = statistics.fmean(s["runnable"] for v in samples.values() for s in v)
 
     # The models at every measured rate: the default model's first-round loss and time.
-    ts_curve = time_slice_bottleneck_rate(
-        Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
-        profile,
-        file_size_bytes=size,
-        propagation_delay_s=t_prop,
-        time_slice_s=slice_s,
-        kernel_s_per_datagram=kernel_s,
-        settle_s=SETTLE_S,
-        rates_bps=np.array(rates, dtype=float),
-    ).curve
+    ts_curve, woken_curve = (
+        time_slice_bottleneck_rate(
+            Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
+            profile,
+            file_size_bytes=size,
+            propagation_delay_s=t_prop,
+            time_slice_s=slice_s,
+            kernel_s_per_datagram=kernel_s,
+            settle_s=SETTLE_S,
+            wakeup_preemption=wakeup,
+            rates_bps=np.array(rates, dtype=float),
+        ).curve
+        for wakeup in (False, True)
+    )
     paper = workload_bottleneck_rate(
         Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
         profile,
@@ -620,6 +636,7 @@ def run_workload(
                 "load1": _spread([s["load1"] for s in samples[rate]]),
                 "model_loss": float(ts_curve.first_round_loss[i]),
                 "model_time_s": float(ts_curve.transfer_time_s[i]),
+                "wakeup_model_loss": float(woken_curve.first_round_loss[i]),
                 "paper_model_loss": float(paper_loss[i]),
             }
         )
@@ -789,7 +806,13 @@ def report(result: dict[str, Any]) -> None:
     for m in misses:
         print("  " + m)
     print()
-    names = ["timeslice", "timeslice-no-slices", "timeslice-stationary", "paper"]
+    names = [
+        "timeslice",
+        "timeslice-wakeup",
+        "timeslice-no-slices",
+        "timeslice-stationary",
+        "paper",
+    ]
     bases = ["line_rate", "half_line", "share_rule"]
     print(
         f"{'K':>5} {'N':>3} {'ms':>4} {'C':>2} {'I':>2} {'onset':>7} {'best':>7} "
@@ -821,6 +844,25 @@ def report(result: dict[str, Any]) -> None:
         vals = [v for v in vals if v is not None]
         worst[n] = max(vals) if vals else None
     print("worst time ratio: " + ", ".join(f"{n} {_fmt(v)}" for n, v in worst.items()))
+    # The loss curve of each model that gives one, by the same rule as the misses.
+    gaps = {}
+    for key in ("model_loss", "wakeup_model_loss", "paper_model_loss"):
+        gaps[key] = max(
+            (
+                abs(x["first_round_loss"]["mean"] - x[key])
+                for w in ws
+                if not w["noisy"]
+                for x in w["rates"]
+                if x["first_round_loss"].get("n")
+                and (w["loss_onset_bps"] is None or x["rate_bps"] < 2 * w["loss_onset_bps"])
+            ),
+            default=None,
+        )
+    print(
+        "worst loss-curve gap (points): "
+        + ", ".join(f"{k} {_fmt(None if v is None else 100 * v, '.1f')}" for k, v in gaps.items())
+    )
+    result["worst_loss_gap"] = gaps
     dropped = {
         where: sum(w.get("drops", {}).get(where, 0) for w in ws) for where in ("socket", "backlog")
     }
