@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .version import __version__
 
 if TYPE_CHECKING:
-    from .factory import create_app
+    from .service.factory import create_app
     from .settings import Settings
 
 __all__ = ["Settings", "__version__", "create_app"]
@@ -20,7 +20,7 @@ __all__ = ["Settings", "__version__", "create_app"]
 
 def __getattr__(name: str) -> Any:
     if name == "create_app":
-        from .factory import create_app
+        from .service.factory import create_app
 
         return create_app
     if name == "Settings":

@@ -3,6 +3,6 @@
 Settings come from ``BLASTRATE_*`` environment variables (see :class:`app.Settings`).
 """
 
-from .factory import create_app
+from .service.factory import create_app
 
 app = create_app()

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.commands.local import run_local
-from app.whole_method import compute_bottleneck, resolve_inputs
+from app.operations.whole_method import compute_bottleneck, resolve_inputs
 
 REPEATS = 15
 

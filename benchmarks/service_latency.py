@@ -198,7 +198,7 @@ def main() -> None:
         "--compare-unpinned",
         action="store_true",
         help="also run a second server with BLASTRATE_COMPUTE_ON_LOOP_CPU=false, its blocks "
-        "alternating with the first's (app.colocation)",
+        "alternating with the first's (app.runtime.colocation)",
     )
     args = parser.parse_args()
     n = args.requests

@@ -61,7 +61,7 @@ def together(work: Callable[[int], None], count: int) -> collections.Counter[str
 
 def submissions_at_once(store: Any, threads: int, bound: int) -> int:
     """``threads`` submissions released by one barrier; how many were queued."""
-    from app.job_store import QueueFull
+    from app.runtime.job_store import QueueFull
 
     start = threading.Barrier(threads)
     queued: list[str] = []
@@ -78,7 +78,7 @@ def submissions_at_once(store: Any, threads: int, bound: int) -> int:
 def queue_bound(args: argparse.Namespace, folder: str) -> dict[str, Any]:
     import sqlalchemy as sa
 
-    from app.job_store import JobStore
+    from app.runtime.job_store import JobStore
 
     over, worst = 0, 0
     for trial in range(args.trials):
@@ -142,7 +142,7 @@ def put_delete(args: argparse.Namespace, folder: str) -> dict[str, Any]:
 
 
 def in_memory(args: argparse.Namespace, folder: str) -> dict[str, Any]:
-    from app.job_store import JobStore, QueueFull
+    from app.runtime.job_store import JobStore, QueueFull
     from host import host_profile
     from host.store import ProfileStore
 
@@ -180,7 +180,7 @@ def in_memory(args: argparse.Namespace, folder: str) -> dict[str, Any]:
 def read_during_write(args: argparse.Namespace, folder: str) -> dict[str, Any]:
     import sqlite3
 
-    from app.job_store import JobStore
+    from app.runtime.job_store import JobStore
     from host import host_profile
     from host.store import ProfileStore
 

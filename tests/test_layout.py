@@ -120,3 +120,33 @@ def test_no_import_cycles() -> None:
         if node not in state:
             visit(node)
     assert cycles == []
+
+
+#: The rooms of ``app/``, lowest first: a room imports only from the rooms before it (and
+#: ``app.settings`` and ``app.version``, which every room reads).  The command line sits
+#: beside the service, not on it: only ``blastrate serve`` starts the service.
+APP_ROOMS = ("app.schemas", "app.operations", "app.runtime", "app.service")
+APP_BASE = ("app.settings", "app.version")
+
+
+def _room(module: str) -> str | None:
+    return next((r for r in (*APP_ROOMS, "app.commands") if module.startswith(r)), None)
+
+
+def test_app_rooms_import_downwards() -> None:
+    offenders = []
+    for name, path in MODULES.items():
+        room = _room(name)
+        if room is None:
+            continue
+        for target in edges(name, path):
+            other = _room(target)
+            if not target.startswith("app") or target in APP_BASE or other in (None, room):
+                continue
+            if room == "app.commands":
+                allowed = other != "app.service" or name == "app.commands.serve"
+            else:
+                allowed = other in APP_ROOMS[: APP_ROOMS.index(room)]
+            if not allowed:
+                offenders.append(f"{name} imports {target}")
+    assert offenders == []

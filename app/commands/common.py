@@ -155,7 +155,7 @@ def limit_hint(limit: str | None, *, local: bool, raise_with: str | None = None)
     str
         A clause such as ``"raise it with --max-states"``, or ``""`` for a fixed limit.
     """
-    from app.problems import limit_setting
+    from app.schemas.problems import limit_setting
 
     if not limit:
         return ""
@@ -183,7 +183,7 @@ def error_from_problem(
     local : bool
         Whether the problem arose in this process (see :func:`limit_hint`).
     """
-    from app.problems import PROBLEM_TYPES
+    from app.schemas.problems import PROBLEM_TYPES
 
     slug = str(body.get("type", "")).rsplit("/", 1)[-1]
     kind = PROBLEM_TYPES.get(slug)

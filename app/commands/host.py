@@ -64,7 +64,7 @@ def probe(
     if server:
         _, body = call_service(server, "GET", "/host", params={"tasks": str(tasks).lower()})
     else:
-        from app.units import QuantityError, parse_duration
+        from app.schemas.units import QuantityError, parse_duration
         from host import WorkloadError
         from host.probe import probe_host
 

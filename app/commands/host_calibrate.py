@@ -22,7 +22,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from app.units import QuantityError, parse_bitrate, parse_size
+from app.schemas.units import QuantityError, parse_bitrate, parse_size
 from datamover import HEADER_BYTES, DatagramCodec
 from host import HostProfile, WorkloadError
 from host.calibration import (

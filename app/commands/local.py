@@ -37,7 +37,7 @@ DEFAULT_LOCAL_TIMEOUT_S = 600.0
 _POLL_S = 0.1
 
 #: What a job calls to report its progress: a dict such as ``{"stage": "solving",
-#: "states": 1200, "edges": 5000}`` (the keys of :func:`app.srn_solve.solve_srn`'s hook).
+#: "states": 1200, "edges": 5000}`` (the keys of :func:`app.operations.srn_solve.solve_srn`'s hook).
 Reporter = Callable[[dict[str, Any]], None]
 
 
@@ -61,7 +61,7 @@ def progress_text(label: str, info: Mapping[str, Any]) -> str:
 @contextmanager
 def library_errors(aliases: Mapping[str, str] | None = None) -> Iterator[None]:
     """Library errors raised inside the block become one-line :class:`CliError`."""
-    from app.problems import ProblemError, translated_errors
+    from app.schemas.problems import ProblemError, translated_errors
 
     try:
         with translated_errors(aliases):
@@ -102,7 +102,7 @@ def _child_main(
     """Body of the child: run ``job(payload, report)``, send back the answer or the problem."""
     # Ctrl-C in a terminal signals the whole process group; the parent decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from app.problems import FieldProblem, ProblemError, problem_from_exception
+    from app.schemas.problems import FieldProblem, ProblemError, problem_from_exception
 
     def report(info: dict[str, Any]) -> None:
         conn.send(("progress", info))

@@ -119,7 +119,7 @@ def method_options(function: F) -> F:
 
 def _inputs(args: MethodArgs) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Workload, host and transfer dicts in SI units (human forms parsed here, once)."""
-    from app.units import parse_bitrate, parse_duration, parse_size
+    from app.schemas.units import parse_bitrate, parse_duration, parse_size
 
     workload = {k: args[k] for k in ("cpu_tasks", "io_tasks", "cores", "disks")}
     line_rate, payload = args["line_rate"], args["packet_payload"]
@@ -142,7 +142,7 @@ def _inputs(args: MethodArgs) -> tuple[dict[str, Any], dict[str, Any], dict[str,
 
 
 def _compute(payload: dict[str, Any], report: Reporter) -> dict[str, Any]:
-    from app.whole_method import compute_bottleneck
+    from app.operations.whole_method import compute_bottleneck
 
     return compute_bottleneck(payload["inputs"], payload["options"])
 
@@ -155,7 +155,8 @@ def bottleneck(args: MethodArgs, options: dict[str, Any], label: str) -> dict[st
     args : dict
         The values of :func:`method_options`.
     options : dict
-        ``curve_points``, ``include_curve`` (see :func:`app.whole_method.compute_bottleneck`).
+        ``curve_points``, ``include_curve`` (see
+        :func:`app.operations.whole_method.compute_bottleneck`).
     label : str
         What the progress spinner says.
     """
@@ -173,8 +174,8 @@ def bottleneck(args: MethodArgs, options: dict[str, Any], label: str) -> dict[st
         timeout = args["timeout"] or DEFAULT_SERVER_TIMEOUT_S
         return request(args["server"], "POST", "/bottleneck-rate", timeout, json=body)
 
+    from app.operations.whole_method import resolve_inputs, state_count
     from app.settings import Settings
-    from app.whole_method import resolve_inputs, state_count
 
     with library_errors():
         inputs = resolve_inputs(workload, host, transfer, args["nic_service"]).to_dict()

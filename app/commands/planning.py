@@ -20,12 +20,12 @@ from typing import Any, NoReturn
 import click
 import httpx
 
+from app.operations.capacity import parse_inputs
+from app.schemas.units import QuantityError, parse_duration
 from planning import DEFAULT_MAX_POINTS, PlanningError, run_sweep
 from planning.plots import curve_figure, render, sweep_figure
 from planning.whatif import DEFAULT_MAX_BUFFER_PACKETS, what_if
 
-from ..capacity import parse_inputs
-from ..units import QuantityError, parse_duration
 from .common import FINITE, OPTION_OF, print_table, stdout_console, stdout_is_terminal
 
 __all__ = ["curve_plot_option", "sweep", "what_if_command", "write_curve_plot"]

@@ -181,7 +181,7 @@ def put_profile(
     The values come from --from-json FILE (the fields in SI units, optionally a
     "provenance" object), from --base PROFILE, and from the value options, which win.
     """
-    from app.units import QuantityError, parse_bitrate, parse_size
+    from app.schemas.units import QuantityError, parse_bitrate, parse_size
 
     values: dict[str, Any] = {}
     provenance: dict[str, Any] | None = None

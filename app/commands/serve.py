@@ -37,8 +37,8 @@ def serve(host: str, port: int, workers: int, log_level: str | None) -> None:
     """
     import uvicorn
 
-    from app.connections import BoundedHttpProtocol, raise_file_limit
-    from app.observability import logging_config
+    from app.runtime.observability import logging_config
+    from app.service.connections import BoundedHttpProtocol, raise_file_limit
 
     if log_level is not None:
         # The app reads its settings from the environment (in every uvicorn worker).

@@ -1,7 +1,7 @@
 """``blastrate solve``: a general stochastic reward net from a file, as ``POST /srn/solve``.
 
 The file is a ``POST /srn/solve`` body or a bare net in JSON, or a PNML net
-(:func:`app.net_files.read_net_request`).
+(:func:`app.operations.net_files.read_net_request`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def read_net_request(path: str, analysis: str | None, times: str | None) -> dict
     times : str or None
         ``--times``: comma-separated seconds, overriding the file's.
     """
-    from app.net_files import NetFileError
-    from app.net_files import read_net_request as read_file
+    from app.operations.net_files import NetFileError
+    from app.operations.net_files import read_net_request as read_file
 
     try:
         request_body = read_file(path, keep_pnml=True)
@@ -89,7 +89,7 @@ def solve_summary(body: dict[str, Any]) -> str:
 
 
 def _solve_job(payload: dict[str, Any], report: Reporter) -> dict[str, Any]:
-    from app.srn_solve import SolveBudget, solve_srn
+    from app.operations.srn_solve import SolveBudget, solve_srn
 
     budget = SolveBudget(**payload["budget"])
     return {**solve_srn(payload["request"], budget, progress=report), "solved_in": "process"}
@@ -128,16 +128,16 @@ def solve(
     """
     from pydantic import ValidationError
 
-    from app.schemas import SrnSolveRequest
+    from app.schemas.bodies import SrnSolveRequest
 
     refuse_remote_max_states(max_states, server)
     raw = read_net_request(net, analysis, times)
     if server:
         body = request(server, "POST", "/srn/solve", timeout or DEFAULT_SERVER_TIMEOUT_S, json=raw)
     else:
-        from app.net_files import MAX_FILE_BYTES
+        from app.operations.net_files import MAX_FILE_BYTES
+        from app.operations.srn_solve import solve_budget
         from app.settings import Settings
-        from app.srn_solve import solve_budget
 
         try:
             validated = SrnSolveRequest.model_validate(raw).model_dump(mode="json")

@@ -11,7 +11,8 @@ from typing import Any
 
 import click
 
-from ..net_files import NetFileError, net_format, read_net_request, write_net
+from app.operations.net_files import NetFileError, net_format, read_net_request, write_net
+
 from .common import EXIT_USAGE, CliError
 
 __all__ = ["convert", "load_net_request"]

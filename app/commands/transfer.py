@@ -38,7 +38,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from app.units import QuantityError, parse_bitrate, parse_duration, parse_size
+from app.schemas.units import QuantityError, parse_bitrate, parse_duration, parse_size
 from datamover import (
     HEADER_BYTES,
     SECRET_ENV,

@@ -46,7 +46,7 @@ def compiled_kernels() -> None:
     """
     import queues
     import srn
-    from app.warmup import compile_default_nets
+    from app.service.warmup import compile_default_nets
 
     compile_default_nets()
     rates = np.array([1.0e4, 3.0e4])

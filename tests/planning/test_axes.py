@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.units import parse_duration, parse_size
+from app.schemas.units import parse_duration, parse_size
 from planning import PlanningError, axis_values
 
 

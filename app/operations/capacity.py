@@ -1,0 +1,207 @@
+"""Capacity planning for the service and the CLI: human units in, planning calls, limits.
+
+The library (:mod:`planning`) works in SI units and knows nothing of settings; this module
+reads the user's text with the same unit parsers as ``GET /bottleneck-rate``
+(:mod:`app.schemas.units`), enforces the service's limits by name and turns
+:class:`planning.PlanningError` into problem+json.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from app.schemas.problems import FieldProblem, ProblemError
+from app.schemas.units import QuantityError, parse_bitrate, parse_duration, parse_size
+from host import Workload, WorkloadError, end_system_state_count
+from planning import INPUT_FIELDS, PlanningError, axis_values
+
+__all__ = [
+    "PlotCache",
+    "check_point_limits",
+    "parse_inputs",
+    "planning_problem",
+]
+
+
+def _number(text: str, field: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise QuantityError(field, f"expected a number, got {text!r}") from None
+
+
+_PARSERS: dict[str, Callable[[str, str], float]] = {
+    "int": _number,
+    "float": _number,
+    "size": lambda text, field: float(parse_size(text, field)),
+    "bitrate": parse_bitrate,
+    "duration": parse_duration,
+}
+
+
+def parse_inputs(
+    specs: Mapping[str, Any], *, max_points: int, single: bool = False
+) -> tuple[dict[str, Any], dict[str, list[Any]]]:
+    """Split inputs given as text into fixed values and sweep axes (SI units).
+
+    Parameters
+    ----------
+    specs : mapping
+        Input name (as ``GET /bottleneck-rate`` names it) -> ``"0..20"``, ``"1,2,4"``,
+        ``"500MB"``, a number or a list.  None values are skipped.
+    max_points : int
+        Bound on the values of one axis (``max_points`` is named when it is reached).
+    single : bool, default False
+        Every input must have exactly one value (what-if, the single-point plots).
+
+    Returns
+    -------
+    base : dict
+        Inputs with one value.
+    axes : dict
+        Inputs with several values, in the order given.
+
+    Raises
+    ------
+    PlanningError
+        Naming the input at fault.
+    """
+    base: dict[str, Any] = {}
+    axes: dict[str, list[Any]] = {}
+    for name, spec in specs.items():
+        if spec is None:
+            continue
+        kind = INPUT_FIELDS.get(name)
+        if kind is None:
+            raise PlanningError(name, f"not an input of GET /bottleneck-rate: {name!r}")
+        if kind == "name":
+            values = axis_values(name, spec, str, max_values=max_points)
+        else:
+            values = axis_values(
+                name,
+                spec,
+                _PARSERS[kind],
+                integer=kind in ("int", "size"),
+                max_values=max_points,
+            )
+        if len(values) == 1:
+            base[name] = values[0]
+        elif single:
+            raise PlanningError(name, f"one value expected here, got {len(values)}")
+        else:
+            axes[name] = values
+    return base, axes
+
+
+def check_point_limits(
+    base: Mapping[str, Any],
+    axes: Mapping[str, list[Any]],
+    *,
+    max_buffer_packets: int,
+    max_states: int,
+) -> None:
+    """Refuse, before any solve, inputs whose largest point costs more than allowed.
+
+    The cost of a point grows with the NIC ring K (the queue's levels) and with the
+    end-system chain (I/O tasks and disks), so the largest values of each are checked.
+
+    Raises
+    ------
+    PlanningError
+        ``limit="planning_max_buffer_packets"`` or ``"max_states"``.
+    """
+
+    def largest(name: str, default: int) -> int:
+        values = axes.get(name) or [base.get(name, default)]
+        return max(int(v) for v in values if v is not None) if values else default
+
+    k = largest("buffer_packets", 0)
+    if k > max_buffer_packets:
+        raise PlanningError(
+            "buffer_packets",
+            f"{k} packets is above planning_max_buffer_packets={max_buffer_packets}",
+            limit="planning_max_buffer_packets",
+            maximum=max_buffer_packets,
+            reached=k,
+        )
+    try:
+        workload = Workload(
+            cpu_tasks=largest("cpu_tasks", 0),
+            io_tasks=largest("io_tasks", 0),
+            cores=largest("cores", 1),
+            disks=largest("disks", 1),
+        )
+    except (WorkloadError, TypeError, ValueError):
+        return  # the point itself reports the field; nothing large to guard against
+    states = int(end_system_state_count(workload))
+    if states > max_states:
+        raise PlanningError(
+            "disks" if largest("disks", 1) > 1 else "io_tasks",
+            f"the largest workload's chain has {states} states; max_states={max_states}",
+            limit="max_states",
+            maximum=max_states,
+            reached=states,
+        )
+
+
+def planning_problem(
+    exc: PlanningError | QuantityError, prefix: str, limits: Mapping[str, str] | None = None
+) -> ProblemError:
+    """The problem+json for a planning error; ``limits`` renames library limits to
+    setting names (``{"max_points": "sweep_max_points"}``)."""
+    if isinstance(exc, QuantityError):
+        return ProblemError(
+            "invalid-parameter", str(exc), [FieldProblem(prefix + exc.field, exc.reason)]
+        )
+    limit = exc.limit and (limits or {}).get(exc.limit, exc.limit)
+    # "points" is the product of all the inputs, not one of them: the inputs object.
+    field = prefix.rstrip(".") if exc.field == "points" else prefix + exc.field
+    if exc.field == "loss":
+        return ProblemError("never-completes", str(exc), [FieldProblem(field, exc.reason)])
+    detail = f"{field}: {exc.reason}"
+    if limit is not None and exc.limit is not None:
+        detail = detail.replace(exc.limit + "=", limit + "=")
+    entry = FieldProblem(
+        field,
+        detail.split(": ", 1)[-1],
+        limit,
+        exc.maximum if limit else None,
+        exc.reached if limit else None,
+    )
+    return ProblemError("limit-exceeded" if limit else "invalid-parameter", detail, [entry])
+
+
+class PlotCache:
+    """A small, thread-safe LRU of rendered plots: key -> (bytes, media type)."""
+
+    def __init__(self, entries: int) -> None:
+        self.entries = entries
+        self._items: OrderedDict[str, tuple[bytes, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> tuple[bytes, str] | None:
+        """The cached plot, or None (marks it as recently used)."""
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key: str, value: tuple[bytes, str]) -> None:
+        """Keep a plot, dropping the least recently used beyond ``entries``."""
+        if self.entries <= 0:
+            return
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.entries:
+                self._items.popitem(last=False)
+
+
+def product_size(axes: Mapping[str, list[Any]]) -> int:
+    """Points of the product of ``axes``."""
+    return math.prod(len(v) for v in axes.values())

@@ -1,0 +1,304 @@
+"""The paper's whole method as a service: normalise the inputs, then compute.
+
+:func:`resolve_inputs` turns a workload, a host (a profile name plus overrides) and a
+transfer into :class:`MethodInputs`, every value in SI units with the profile's values
+filled in; its :meth:`MethodInputs.to_dict` is the ``inputs`` member of the answer and the
+cache key.  :func:`compute_bottleneck` and :func:`compute_service_time` take that dict
+and return the response body, so the same functions serve ``GET`` and ``POST
+/bottleneck-rate``, ``POST /workloads/service-time``, the worker pool and the CLI's local
+mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import transport
+from app.schemas.problems import translated_errors
+from host import (
+    HOST_PROFILES,
+    HostProfile,
+    Workload,
+    end_system_state_count,
+    interrupt_service_time,
+)
+from host.store import default_store
+
+__all__ = [
+    "HOST_FIELDS",
+    "MethodInputs",
+    "compute_bottleneck",
+    "compute_service_time",
+    "queue_cells",
+    "queue_work",
+    "resolve_host",
+    "resolve_inputs",
+    "run_method",
+    "state_count",
+]
+
+# The bottleneck search evaluates the loss at about 500 rates per pass and at most about
+# 1,100 in all (transport.rate_search: 256 + curve points, then 7 per refined cell).
+_RATES_PER_PASS = 512
+_RATES_PER_SEARCH = 1_024
+
+#: Host profile fields that a request may override.
+HOST_FIELDS = (
+    "mu_io_cpu",
+    "mu_disk",
+    "mu_net",
+    "buffer_packets",
+    "coalesce_packets",
+    "line_rate_bps",
+    "packet_payload_bytes",
+)
+
+
+@dataclass(frozen=True)
+class MethodInputs:
+    """Normalised inputs of the method (SI units, profile values filled in)."""
+
+    workload: Workload
+    host: HostProfile
+    file_size_bytes: int | None = None
+    propagation_delay_s: float | None = None
+    nic_service: str = "exponential"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: ``workload``, ``host`` (with ``profile``), ``transfer``,
+        ``nic_service``."""
+        host = self.host.to_dict()
+        host = {"profile": host.pop("name"), **host}
+        out: dict[str, Any] = {"workload": self.workload.to_dict(), "host": host}
+        if self.file_size_bytes is not None:
+            out["transfer"] = {
+                "file_size_bytes": self.file_size_bytes,
+                "propagation_delay_s": self.propagation_delay_s,
+            }
+            out["nic_service"] = self.nic_service
+        return out
+
+
+def resolve_host(profile: str | HostProfile, overrides: Mapping[str, Any]) -> HostProfile:
+    """The profile with the given (non-None) overrides applied and validated.
+
+    ``profile`` is a profile already fetched, or a name looked up in the profile store
+    (:func:`host.store.default_store`: built-ins first, then the stored ones).
+
+    Raises
+    ------
+    WorkloadError
+        ``field="profile"`` for an unknown name, or the field of an invalid override.
+    host.ProfileStoreError
+        When a stored name cannot be read from the database.
+    """
+    base = profile if isinstance(profile, HostProfile) else default_store().get(profile)
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    return base.replace(**changes) if changes else base
+
+
+def resolve_inputs(
+    workload: Mapping[str, Any],
+    host: Mapping[str, Any],
+    transfer: Mapping[str, Any] | None = None,
+    nic_service: str = "exponential",
+) -> MethodInputs:
+    """Validate and normalise the inputs of the method.
+
+    Parameters
+    ----------
+    workload : dict
+        ``cpu_tasks``, ``io_tasks`` and optionally ``cores``, ``disks``.
+    host : dict
+        ``profile`` (a name, a :class:`HostProfile` already fetched, or None for this
+        host's default, :meth:`host.store.ProfileStore.default_entry`) and optional
+        overrides of :data:`HOST_FIELDS`.
+    transfer : dict, optional
+        ``file_size_bytes`` (bytes) and ``propagation_delay_s`` (s); omitted for the
+        service time alone.
+    nic_service : {"exponential", "phase-type"}
+        The NIC's service-time model.
+
+    Raises
+    ------
+    WorkloadError, transport.TransportParameterError
+        Naming the field at fault.
+    """
+    load = Workload(
+        cpu_tasks=workload["cpu_tasks"],
+        io_tasks=workload["io_tasks"],
+        cores=workload.get("cores", 1),
+        disks=workload.get("disks", 1),
+    )
+    named = host.get("profile")
+    profile = resolve_host(
+        default_store().default_entry().profile if named is None else named,
+        {k: host.get(k) for k in HOST_FIELDS},
+    )
+    if transfer is None:
+        return MethodInputs(load, profile)
+    if nic_service not in ("exponential", "phase-type"):
+        raise transport.TransportParameterError(
+            "nic_service", f"must be 'exponential' or 'phase-type', got {nic_service!r}"
+        )
+    return MethodInputs(
+        load,
+        profile,
+        int(transfer["file_size_bytes"]),
+        float(transfer["propagation_delay_s"]),
+        nic_service,
+    )
+
+
+def state_count(inputs: Mapping[str, Any]) -> int:
+    """Tangible states of the tagged-customer chain of a normalised workload."""
+    w = inputs["workload"]
+    workload = Workload(w["cpu_tasks"], w["io_tasks"], w["cores"], w["disks"])
+    return int(end_system_state_count(workload)) + 1
+
+
+def queue_cells(inputs: Mapping[str, Any], states: int, curve_points: int = 200) -> int:
+    """Float cells one loss evaluation of the search holds (rates x levels x phases)."""
+    phases = states if inputs.get("nic_service") == "phase-type" else 1
+    rates = max(_RATES_PER_PASS, 256 + curve_points)
+    return rates * (int(inputs["host"]["buffer_packets"]) + 1) * phases
+
+
+def queue_work(inputs: Mapping[str, Any], states: int) -> float:
+    """Rough work of the NIC queue over one bottleneck search (for pool routing)."""
+    levels = int(inputs["host"]["buffer_packets"]) + 1
+    if inputs.get("nic_service") == "phase-type":
+        return float(
+            _RATES_PER_SEARCH * levels * states * states * inputs["host"]["coalesce_packets"]
+        )
+    return float(_RATES_PER_SEARCH * levels)
+
+
+def _objects(inputs: Mapping[str, Any]) -> tuple[Workload, HostProfile]:
+    w = inputs["workload"]
+    host = dict(inputs["host"])
+    name = host.pop("profile")
+    workload = Workload(w["cpu_tasks"], w["io_tasks"], w["cores"], w["disks"])
+    base = HOST_PROFILES.get(name)
+    if base is not None and base.to_dict() == {"name": name, **host}:
+        return workload, base
+    return workload, HostProfile(name=name, **host)
+
+
+def _quantiles(values: Mapping[float, float]) -> list[dict[str, float]]:
+    return [{"level": float(k), "seconds": float(v)} for k, v in values.items()]
+
+
+def _floats(values: Any) -> list[float]:
+    return [float(x) for x in np.asarray(values, dtype=float)]
+
+
+def compute_bottleneck(inputs: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``/bottleneck-rate`` answer for normalised inputs.
+
+    Parameters
+    ----------
+    inputs : dict
+        :meth:`MethodInputs.to_dict` output.
+    options : dict
+        ``curve_points`` (int), ``include_curve`` (bool), ``include_service_time``
+        (bool), ``service_time_points`` (int).
+
+    Raises
+    ------
+    transport.NoCompletingRateError
+        When no sending rate lets the transfer complete.
+    """
+    workload, host = _objects(inputs)
+    transfer = inputs["transfer"]
+    result = transport.workload_bottleneck_rate(
+        workload,
+        host,
+        file_size_bytes=transfer["file_size_bytes"],
+        propagation_delay_s=transfer["propagation_delay_s"],
+        nic_service=inputs["nic_service"],
+        curve_points=int(options.get("curve_points", 200)),
+    )
+    best = result.bottleneck
+    body: dict[str, Any] = {
+        "effective_bottleneck_rate_bps": best.rate_bps,
+        "transfer_time_s": best.transfer_time_s,
+        "loss_probability": best.loss,
+        "interrupt_service_rate_per_s": result.service.rate_per_s,
+        "limited_by": best.limited_by,
+        "rounds": best.rounds,
+        "inputs": dict(inputs),
+    }
+    if options.get("include_curve"):
+        body["curve"] = best.curve.to_dict()
+    if options.get("include_service_time"):
+        service = result.service
+        times = np.asarray(service.times_s, dtype=float)
+        cdf = np.asarray(service.cdf, dtype=float)
+        points = int(options.get("service_time_points", len(times)))
+        if points != len(times):
+            times = np.linspace(0.0, float(times[-1]), points)
+            cdf = np.asarray(service.cdf_at(times), dtype=float)
+        body["service_time"] = {
+            "mean_s": service.mean_s,
+            "variance_s2": service.variance_s2,
+            "rate_per_s": service.rate_per_s,
+            "quantiles": _quantiles(service.quantiles_s),
+            "times_s": times.tolist(),
+            "cdf": _floats(cdf),
+        }
+    return body
+
+
+def compute_service_time(inputs: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``/workloads/service-time`` answer for normalised inputs (workload and host).
+
+    Parameters
+    ----------
+    inputs : dict
+        :meth:`MethodInputs.to_dict` output (no transfer).
+    options : dict
+        ``times_s`` (list or None), ``grid_points`` (int), ``quantiles`` (list),
+        ``include_phase_type`` (bool).
+    """
+    workload, host = _objects(inputs)
+    service = interrupt_service_time(
+        workload,
+        host,
+        times=options.get("times_s"),
+        quantiles=tuple(options.get("quantiles", (0.5, 0.9, 0.99))),
+        grid_points=int(options.get("grid_points", 101)),
+    )
+    full = service.to_dict(include_phase_type=bool(options.get("include_phase_type")))
+    return {
+        "mean_s": service.mean_s,
+        "variance_s2": service.variance_s2,
+        "std_s": service.std_s,
+        "rate_per_s": service.rate_per_s,
+        "quantiles": _quantiles(service.quantiles_s),
+        "times_s": np.asarray(service.times_s, dtype=float).tolist(),
+        "cdf": _floats(service.cdf),
+        "occupancy": full["occupancy"],
+        "n_states": service.n_states,
+        "n_transient_states": service.n_transient_states,
+        "method": service.method,
+        "phase_type": full.get("phase_type"),
+        "inputs": dict(inputs),
+    }
+
+
+_COMPUTE = {"bottleneck": compute_bottleneck, "service-time": compute_service_time}
+
+
+def run_method(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """Run ``payload["function"]`` on its inputs and options, with library errors named
+    as the request named the fields (``payload["aliases"]``, ``payload["prefix"]``).
+
+    This is also the worker pool's ``method`` job.
+    """
+    with translated_errors(payload["aliases"], payload["prefix"]):
+        return _COMPUTE[payload["function"]](payload["inputs"], payload["options"])

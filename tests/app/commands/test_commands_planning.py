@@ -1,0 +1,121 @@
+"""``blastrate sweep`` / ``what-if`` (Click commands) and the ``--plot`` helper of curve."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+import defusedxml.ElementTree as SafeET
+import pytest
+from click.testing import CliRunner
+
+from app.commands.planning import sweep, what_if_command, write_curve_plot
+from app.operations.whole_method import compute_bottleneck, resolve_inputs
+from planning import evaluate_point
+
+ARGS = [
+    "--cpu-tasks",
+    "0..2",
+    "--io-tasks",
+    "0,1",
+    "--file-size",
+    "500MB",
+    "--propagation-delay",
+    "100ms",
+]
+
+
+def test_sweep_json_is_one_call_per_point() -> None:
+    r = CliRunner().invoke(sweep, [*ARGS, "--json"])
+    assert r.exit_code == 0, r.output
+    body = json.loads(r.output)
+    assert body["points"] == 6
+    for rec in body["records"]:
+        assert rec == evaluate_point(
+            {k: rec[k] for k in ("cpu_tasks", "io_tasks", "file_size", "propagation_delay")}
+        )
+
+
+def test_sweep_csv_output_file_and_plot(tmp_path: Path) -> None:
+    out, plot = tmp_path / "s.csv", tmp_path / "s.svg"
+    r = CliRunner().invoke(
+        sweep, [*ARGS, "--output", str(out), "--plot", str(plot), "--workers", "1"]
+    )
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert len(rows) == 6
+    assert "6 points" in r.output
+    root = SafeET.fromstring(plot.read_bytes())
+    text = " ".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "io_tasks = 1" in text
+
+
+def test_sweep_errors_exit_2_with_one_line() -> None:
+    r = CliRunner().invoke(sweep, [*ARGS[:-2], "--propagation-delay", "1..2"])
+    assert r.exit_code == 2
+    assert r.output.strip().startswith("blastrate: error: --delay:")
+    r = CliRunner().invoke(sweep, [*ARGS, "--max-points", "5"])
+    assert r.exit_code == 2 and "max_points=5" in r.output
+    r = CliRunner().invoke(sweep, [*ARGS, "--plot", "x.gif"])
+    assert r.exit_code == 2 and "plot:" in r.output
+
+
+def test_sweep_server_unreachable_exits_4(unused_port: int) -> None:
+    r = CliRunner().invoke(sweep, [*ARGS, "--server", f"http://127.0.0.1:{unused_port}"])
+    assert r.exit_code == 4 and "server:" in r.output
+
+
+def test_what_if_json_and_table() -> None:
+    args = [
+        "--cpu-tasks",
+        "2",
+        "--io-tasks",
+        "1",
+        "--file-size",
+        "500MB",
+        "--propagation-delay",
+        "100ms",
+        "--max-buffer-packets",
+        "128",
+    ]
+    r = CliRunner().invoke(what_if_command, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    body = json.loads(r.output)
+    assert body["best_ring"]["commands"][1].startswith("ethtool -C eth0 rx-frames ")
+    r = CliRunner().invoke(what_if_command, args)
+    assert r.exit_code == 0 and "ethtool -G eth0 rx" in r.output and "one more core" in r.output
+    r = CliRunner().invoke(what_if_command, [*args[:-2], "--max-buffer-packets", "8"])
+    assert r.exit_code == 2 and "max_buffer_packets" in r.output
+
+
+def test_curve_plot_helper_marks_the_optimum(tmp_path: Path) -> None:
+    inputs = resolve_inputs(
+        {"cpu_tasks": 2, "io_tasks": 1}, {}, {"file_size_bytes": 5e8, "propagation_delay_s": 0.1}
+    ).to_dict()
+    body: dict[str, Any] = compute_bottleneck(inputs, {"include_curve": True})
+    path = tmp_path / "curve.svg"
+    write_curve_plot(body, str(path))
+    root = SafeET.fromstring(path.read_bytes())
+    assert any(e.get("id") == "optimum" for e in root.iter())
+    png = tmp_path / "curve.png"
+    write_curve_plot(body, str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(click.BadParameter):
+        write_curve_plot(body, str(tmp_path / "curve.gif"))
+
+
+def test_piped_tables_are_plain_text_with_every_row() -> None:
+    """Before: piped output was box-drawn and the sweep table stopped at 20 rows with
+    "... 16 more"."""
+    r = CliRunner().invoke(
+        sweep, ["-C", "0..5", "-I", "0..5", "--file-size", "500MB", "--delay", "100ms"]
+    )
+    assert r.exit_code == 0, r.output
+    assert not set(r.output) & set("─│┃━┏┓┗┛┡┩└┘┌┐├┤┼╇"), r.output[:400]
+    rows = [line.split() for line in r.output.splitlines()]
+    assert sum(len(row) == 5 and row[0].isdigit() for row in rows) == 36
+    assert "more" not in r.output
