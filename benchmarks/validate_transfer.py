@@ -460,36 +460,31 @@ def predictions(
     profile: HostProfile,
     size: int,
     t_prop: float,
-    slice_s: float,
-    kernel_s: float,
+    costs: dict[str, float],
 ) -> dict[str, dict[str, Any]]:
-    """Every model's predicted rate for one workload (the ablations included)."""
+    """Every model's predicted rate for one workload (the ablations included).
+
+    ``costs`` are the time-slice model's calibrated keywords: ``time_slice_s``,
+    ``kernel_s_per_datagram``, ``settle_s`` and ``wakeup_s``.
+    """
     w = Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1)
     out: dict[str, dict[str, Any]] = {}
-    ts = time_slice_bottleneck_rate(
-        w,
-        profile,
-        file_size_bytes=size,
-        propagation_delay_s=t_prop,
-        time_slice_s=slice_s,
-        kernel_s_per_datagram=kernel_s,
-        settle_s=SETTLE_S,
-    )
+
+    def timeslice(**changes: Any) -> Any:
+        return time_slice_bottleneck_rate(
+            w, profile, file_size_bytes=size, propagation_delay_s=t_prop, **{**costs, **changes}
+        )
+
+    ts = timeslice()
     out["timeslice"] = {"rate_bps": ts.rate_bps, "model_time_s": ts.transfer_time_s}
+    # Every wake-up pays for a sleep, even with a full batch waiting (the model before).
+    sleeps = timeslice(wakeup_s=0.0)
+    out["timeslice-sleeps"] = {"rate_bps": sleeps.rate_bps, "model_time_s": sleeps.transfer_time_s}
     # With wake-up preemption: the receiver's slice runs down only while it has work.
-    woken = time_slice_bottleneck_rate(
-        w,
-        profile,
-        file_size_bytes=size,
-        propagation_delay_s=t_prop,
-        time_slice_s=slice_s,
-        kernel_s_per_datagram=kernel_s,
-        settle_s=SETTLE_S,
-        wakeup_preemption=True,
-    )
+    woken = timeslice(wakeup_preemption=True)
     out["timeslice-wakeup"] = {"rate_bps": woken.rate_bps, "model_time_s": woken.transfer_time_s}
     # Without slices: the receiver served at the processor-sharing average all the time.
-    shared = _processor_sharing(w, profile, size, t_prop, slice_s, kernel_s)
+    shared = _processor_sharing(w, profile, size, t_prop, costs)
     out["timeslice-no-slices"] = {
         "rate_bps": shared.rate_bps,
         "model_time_s": shared.transfer_time_s,
@@ -514,9 +509,10 @@ def predictions(
 
 
 def _processor_sharing(
-    w: Workload, profile: HostProfile, size: int, t_prop: float, slice_s: float, kernel_s: float
+    w: Workload, profile: HostProfile, size: int, t_prop: float, costs: dict[str, float]
 ) -> Any:
-    # c = 0 with the on-rate scaled to the receiver's average share: no vacations.
+    # c = 0 with the on-rate scaled to the receiver's average share: no vacations.  The
+    # wake-up's cost scales with it, so that a backlogged receiver gains the same factor.
     c = competitors_per_core(w.cpu_tasks, w.cores)
     alone = Workload(cpu_tasks=0, io_tasks=w.io_tasks, cores=w.cores, disks=w.disks)
     return time_slice_bottleneck_rate(
@@ -524,9 +520,7 @@ def _processor_sharing(
         profile.replace(mu_net=profile.mu_net / (1 + c)),
         file_size_bytes=size,
         propagation_delay_s=t_prop,
-        time_slice_s=slice_s,
-        kernel_s_per_datagram=kernel_s,
-        settle_s=SETTLE_S,
+        **{**costs, "wakeup_s": costs["wakeup_s"] * (1 + c)},
     )
 
 
@@ -535,8 +529,7 @@ def run_workload(
     io_tasks: int,
     *,
     profile: HostProfile,
-    slice_s: float,
-    kernel_s: float,
+    costs: dict[str, float],
     capacity_pps: float,
     args: argparse.Namespace,
     link: Link,
@@ -550,7 +543,7 @@ def run_workload(
 ) -> dict[str, Any]:
     size = src.stat().st_size
     line = profile.line_rate_bps
-    models = predictions(cpu_tasks, io_tasks, profile, size, t_prop, slice_s, kernel_s)
+    models = predictions(cpu_tasks, io_tasks, profile, size, t_prop, costs)
     predicted = models["timeslice"]["rate_bps"]
     # The share rule with the core's whole capacity at full batches (mu_net * N when the
     # kernel's work is counted in): 0.96 * mu_net * N * S_pkt * 8 / (C + 1).
@@ -591,19 +584,16 @@ def run_workload(
     runnable = statistics.fmean(s["runnable"] for v in samples.values() for s in v)
 
     # The models at every measured rate: the default model's first-round loss and time.
-    ts_curve, woken_curve = (
+    ts_curve, sleeps_curve, woken_curve = (
         time_slice_bottleneck_rate(
             Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
             profile,
             file_size_bytes=size,
             propagation_delay_s=t_prop,
-            time_slice_s=slice_s,
-            kernel_s_per_datagram=kernel_s,
-            settle_s=SETTLE_S,
-            wakeup_preemption=wakeup,
             rates_bps=np.array(rates, dtype=float),
+            **{**costs, **changes},
         ).curve
-        for wakeup in (False, True)
+        for changes in ({}, {"wakeup_s": 0.0}, {"wakeup_preemption": True})
     )
     paper = workload_bottleneck_rate(
         Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
@@ -636,6 +626,7 @@ def run_workload(
                 "load1": _spread([s["load1"] for s in samples[rate]]),
                 "model_loss": float(ts_curve.first_round_loss[i]),
                 "model_time_s": float(ts_curve.transfer_time_s[i]),
+                "sleeps_model_loss": float(sleeps_curve.first_round_loss[i]),
                 "wakeup_model_loss": float(woken_curve.first_round_loss[i]),
                 "paper_model_loss": float(paper_loss[i]),
             }
@@ -808,6 +799,7 @@ def report(result: dict[str, Any]) -> None:
     print()
     names = [
         "timeslice",
+        "timeslice-sleeps",
         "timeslice-wakeup",
         "timeslice-no-slices",
         "timeslice-stationary",
@@ -846,7 +838,7 @@ def report(result: dict[str, Any]) -> None:
     print("worst time ratio: " + ", ".join(f"{n} {_fmt(v)}" for n, v in worst.items()))
     # The loss curve of each model that gives one, by the same rule as the misses.
     gaps = {}
-    for key in ("model_loss", "wakeup_model_loss", "paper_model_loss"):
+    for key in ("model_loss", "sleeps_model_loss", "wakeup_model_loss", "paper_model_loss"):
         gaps[key] = max(
             (
                 abs(x["first_round_loss"]["mean"] - x[key])
@@ -1051,8 +1043,13 @@ def main() -> None:
                             c,
                             i,
                             profile=profile,
-                            slice_s=slice_s,
-                            kernel_s=kernel_s,
+                            costs={
+                                "time_slice_s": slice_s,
+                                "kernel_s_per_datagram": kernel_s,
+                                "settle_s": SETTLE_S,
+                                # The receiver's own cost per wake-up, from the same fit.
+                                "wakeup_s": net["per_wakeup_s"],
+                            },
                             capacity_pps=capacity_pps,
                             args=args,
                             link=link,

@@ -85,6 +85,12 @@ class ModulatedQueue:
         it the CPU back when it wakes; its competitors use the time meanwhile, and it is
         not sent away for their slices.  Off, the environment runs regardless (a server
         with vacations independent of the queue).
+    backlogged_rates : ndarray, shape (M,), optional
+        Wake-up completion rate in each phase while a full batch already waits (levels
+        >= N), 1/s.  A receiver that finds more than it takes goes on without sleeping,
+        so it does not pay for being put to sleep and woken; below N it drains the
+        buffer and sleeps.  Positive exactly where ``service_rates`` is.  Default:
+        ``service_rates`` at every level.
     """
 
     environment: NDArray[np.float64]
@@ -92,6 +98,7 @@ class ModulatedQueue:
     buffer_packets: int
     batch: int
     idle_holds: bool = False
+    backlogged_rates: NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
         env = np.asarray(self.environment, dtype=np.float64)
@@ -121,8 +128,21 @@ class ModulatedQueue:
                 f"{env.shape[0]} phases x {K + 1} levels exceed the limit "
                 f"max_modulated_states={MAX_MODULATED_STATES}",
             )
+        if self.backlogged_rates is None:
+            backlogged = rates
+        else:
+            backlogged = np.asarray(self.backlogged_rates, dtype=np.float64)
+            if backlogged.shape != rates.shape or not np.all(np.isfinite(backlogged)):
+                raise QueueParameterError(
+                    "backlogged_rates", f"must have one finite rate per phase ({rates.size})"
+                )
+            if np.any(backlogged < 0) or np.any((backlogged > 0) != (rates > 0)):
+                raise QueueParameterError(
+                    "backlogged_rates", "must be > 0 exactly where service_rates is, else 0"
+                )
         object.__setattr__(self, "environment", env)
         object.__setattr__(self, "service_rates", rates)
+        object.__setattr__(self, "backlogged_rates", backlogged)
         object.__setattr__(self, "buffer_packets", K)
         object.__setattr__(self, "batch", N)
         object.__setattr__(self, "idle_holds", bool(self.idle_holds))
@@ -145,7 +165,8 @@ class ModulatedQueue:
 
     def mean_capacity(self) -> float:
         """Long-run datagrams per second the receiver can take when always backlogged."""
-        return float(self.phase_distribution() @ self.service_rates) * self.batch
+        assert self.backlogged_rates is not None  # filled in by __post_init__
+        return float(self.phase_distribution() @ self.backlogged_rates) * self.batch
 
     def generator(self, arrival_rate: float) -> sp.csc_matrix:
         """The CTMC generator (1/s), states ordered level-major: ``n * M + j``.
@@ -162,6 +183,10 @@ class ModulatedQueue:
         serve = sp.csr_matrix(
             (np.ones(K), (busy, busy - np.minimum(busy, N))), shape=(K + 1, K + 1)
         ) - sp.diags(np.where(levels >= 1, 1.0, 0.0))
+        # Levels below N are served at service_rates, levels from N at backlogged_rates.
+        full_batch = sp.diags((levels >= N).astype(float))
+        serve_full = full_batch @ serve
+        serve_part = serve - serve_full
         M = self.phases
         eye_m = sp.identity(M, format="csr")
         env = sp.csr_matrix(self.environment)
@@ -173,7 +198,13 @@ class ModulatedQueue:
             moves = sp.kron(busy_levels, env) + sp.kron(idle_level, sp.csr_matrix(still))
         else:
             moves = sp.kron(sp.identity(K + 1, format="csr"), env)
-        q = moves + sp.kron(arrive, eye_m) + sp.kron(serve, sp.diags(self.service_rates))
+        assert self.backlogged_rates is not None  # filled in by __post_init__
+        q = (
+            moves
+            + sp.kron(arrive, eye_m)
+            + sp.kron(serve_part, sp.diags(self.service_rates))
+            + sp.kron(serve_full, sp.diags(self.backlogged_rates))
+        )
         return sp.csc_matrix(q)
 
     def anchor(self, arrival_rate: float) -> int:

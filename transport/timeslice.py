@@ -165,6 +165,7 @@ def time_slice_bottleneck_rate(
     time_slice_s: float = DEFAULT_TIME_SLICE_S,
     kernel_s_per_datagram: float = 0.0,
     settle_s: float = 0.0,
+    wakeup_s: float = 0.0,
     wakeup_preemption: bool = False,
     rates_bps: NDArray[np.float64] | None = None,
     grid_points: int = 32,
@@ -193,6 +194,14 @@ def time_slice_bottleneck_rate(
         rate, kernel work excluded.
     settle_s : float, default 0
         The receiver's wait for stragglers after a lossy blast (s).
+    wakeup_s : float, default 0
+        CPU time of a wake-up beyond its datagrams' (s): being put to sleep, woken and
+        scheduled back in.  A receiver that finds a full batch (N) already waiting goes
+        on without sleeping and does not pay it: from N datagrams up the buffer drains
+        at ``1 / (1 / mu - wakeup_s)`` wake-ups per second of its CPU instead of mu
+        (:class:`queues.modulated.ModulatedQueue` ``backlogged_rates``).  Calibrated as
+        the per-wake-up cost of the receiver (``a`` of the fit ``a W + b D``); 0 gives
+        the same rate at every level.
     wakeup_preemption : bool, default False
         True: the receiver's slice runs down only while it has datagrams to take; an idle
         receiver sleeps, keeps its turn (CFS and EEVDF keep a sleeper's lag) and gets the
@@ -223,6 +232,15 @@ def time_slice_bottleneck_rate(
         raise TransportParameterError(
             "kernel_s_per_datagram", f"must be finite and >= 0 s, got {kernel_s_per_datagram}"
         )
+    wakeup = float(wakeup_s)
+    if not (np.isfinite(wakeup) and 0 <= wakeup < 1.0 / mu):
+        raise TransportParameterError(
+            "wakeup_s",
+            f"must be >= 0 s and below a wake-up's whole time 1/mu = {1.0 / mu:.4g} s, "
+            f"got {wakeup_s}",
+        )
+    # A backlogged receiver skips the sleep: its wake-ups come this much faster.
+    backlogged_speedup = 1.0 / (1.0 - wakeup * mu)
     payload = profile.packet_payload_bytes
     packets = -(-size // payload)
     line = profile.line_rate_bps
@@ -241,6 +259,7 @@ def time_slice_bottleneck_rate(
                 profile.buffer_packets,
                 profile.coalesce_packets,
                 idle_holds=wakeup_preemption,
+                backlogged_rates=service * backlogged_speedup,
             )
             terms = blast_loss_terms(queue, lam[i : i + 1])
             p_k[i], deviation_s[i], backlog[i] = (t[0] for t in terms)
@@ -296,6 +315,7 @@ def time_slice_bottleneck_rate(
             "time_slice_s": slice_s,
             "kernel_s_per_datagram": kernel_s,
             "settle_s": settle_s,
+            "wakeup_s": wakeup,
             "wakeup_preemption": wakeup_preemption,
         },
     )

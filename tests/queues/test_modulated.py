@@ -9,6 +9,10 @@ References and tolerances:
   no code with the solver).
 * The blast-loss asymptote against the transient integrated by ``expm_multiply``
   (a second method), for blasts 50 times the buffer or longer: rtol 1e-6.
+* Faster service while a full batch waits (``backlogged_rates``): with N = 1 every busy
+  level is backlogged, so the M/M/1/K closed form at the backlogged rate holds (rtol
+  1e-8); for N > 1, the simulation above (99 % interval) and a generator written out
+  state by state in the test (rtol 1e-9).
 """
 
 from __future__ import annotations
@@ -29,10 +33,18 @@ from queues.modulated import (
 
 
 def _queue(
-    c: float, slice_s: float, mu: float, K: int, N: int, idle_holds: bool = False
+    c: float,
+    slice_s: float,
+    mu: float,
+    K: int,
+    N: int,
+    idle_holds: bool = False,
+    backlogged_speedup: float = 1.0,
 ) -> ModulatedQueue:
     env, rates = time_slice_environment(c, slice_s, mu)
-    return ModulatedQueue(env, rates, K, N, idle_holds=idle_holds)
+    return ModulatedQueue(
+        env, rates, K, N, idle_holds=idle_holds, backlogged_rates=rates * backlogged_speedup
+    )
 
 
 @pytest.mark.parametrize("rho", [0.3, 0.8, 1.0 + 1e-9, 1.7])
@@ -73,7 +85,8 @@ def _simulate_loss(q: ModulatedQueue, lam: float, events: int, seed: int) -> tup
     """Event-driven simulation of the queue: loss fraction and its standard error (batch
     means over 20 batches)."""
     rng = np.random.default_rng(seed)
-    env, mu = q.environment, q.service_rates
+    env, mu, fast = q.environment, q.service_rates, q.backlogged_rates
+    assert fast is not None
     K, N = q.buffer_packets, q.batch
     phase, n = 0, 0
     out = -np.diag(env)
@@ -83,7 +96,8 @@ def _simulate_loss(q: ModulatedQueue, lam: float, events: int, seed: int) -> tup
     for i in range(events):
         b = i * 20 // events
         moving = 0.0 if (n == 0 and holds[phase]) else out[phase]
-        rates = np.array([lam, mu[phase] if n else 0.0, moving])
+        serve = (fast if n >= N else mu)[phase] if n else 0.0
+        rates = np.array([lam, serve, moving])
         kind = rng.choice(3, p=rates / rates.sum())
         if kind == 0:
             arrivals[b] += 1
@@ -99,9 +113,11 @@ def _simulate_loss(q: ModulatedQueue, lam: float, events: int, seed: int) -> tup
     return float(lost.sum() / arrivals.sum()), float(per_batch.std(ddof=1) / np.sqrt(20))
 
 
-@pytest.mark.parametrize("idle_holds", [False, True])
-def test_loss_matches_a_simulation_within_its_confidence_interval(idle_holds: bool) -> None:
-    q = _queue(1, 2e-3, 4000.0, 30, 4, idle_holds)
+@pytest.mark.parametrize(("idle_holds", "speedup"), [(False, 1.0), (True, 1.0), (False, 1.6)])
+def test_loss_matches_a_simulation_within_its_confidence_interval(
+    idle_holds: bool, speedup: float
+) -> None:
+    q = _queue(1, 2e-3, 4000.0, 30, 4, idle_holds, speedup)
     lam = 9000.0
     mean, se = _simulate_loss(q, lam, 200_000, seed=7)
     exact = modulated_loss(q, [lam])[0]
@@ -179,3 +195,53 @@ def test_idle_holds_solves_a_chain_whose_first_phase_does_not_serve() -> None:
     q = ModulatedQueue(env, np.array([0.0, 5000.0]), 20, 4, idle_holds=True)
     swapped = ModulatedQueue(env[::-1, ::-1], np.array([5000.0, 0.0]), 20, 4, idle_holds=True)
     np.testing.assert_allclose(modulated_loss(q, [3000.0]), modulated_loss(swapped, [3000.0]))
+
+
+@pytest.mark.parametrize("rho", [0.4, 1.0 + 1e-9, 1.9])
+def test_backlogged_service_with_single_datagrams_is_mm1k_at_the_backlogged_rate(
+    rho: float,
+) -> None:
+    # N = 1: every busy level holds a full batch, so only the backlogged rate serves.
+    K, slow, fast = 25, 700.0, 1000.0
+    q = ModulatedQueue(np.zeros((1, 1)), np.array([slow]), K, 1, backlogged_rates=[fast])
+    lam = rho * fast
+    expected = (1 - rho) * rho**K / (1 - rho ** (K + 1))
+    assert modulated_loss(q, [lam])[0] == pytest.approx(expected, rel=1e-8)
+    assert q.mean_capacity() == fast
+
+
+def test_backlogged_service_matches_a_generator_written_out_state_by_state() -> None:
+    # Two phases (serving, away), K = 9, N = 3: levels 1-2 at the slow rate, 3-9 fast.
+    K, N, lam, slow, fast, leave, back = 9, 3, 2500.0, 600.0, 900.0, 300.0, 500.0
+    env = np.array([[-leave, leave], [back, -back]])
+    q = ModulatedQueue(env, np.array([slow, 0.0]), K, N, backlogged_rates=[fast, 0.0])
+    size = 2 * (K + 1)
+    dense = np.zeros((size, size))
+    for n in range(K + 1):
+        for j in range(2):
+            i = 2 * n + j
+            if n < K:
+                dense[i, 2 * (n + 1) + j] += lam
+            dense[i, 2 * n + (1 - j)] += env[j, 1 - j]
+            if j == 0 and n > 0:
+                dense[i, 2 * (n - min(n, N))] += fast if n >= N else slow
+    np.fill_diagonal(dense, -dense.sum(axis=1))
+    a = np.vstack([dense.T, np.ones(size)])
+    pi = np.linalg.lstsq(a, np.r_[np.zeros(size), 1.0], rcond=None)[0]
+    assert modulated_loss(q, [lam])[0] == pytest.approx(pi[2 * K] + pi[2 * K + 1], rel=1e-9)
+
+
+def test_faster_backlogged_service_loses_less_and_drains_faster() -> None:
+    slow = _queue(2, 3e-3, 5000.0, 200, 8)
+    fast = _queue(2, 3e-3, 5000.0, 200, 8, backlogged_speedup=1.3)
+    lam = np.array([8_000.0, 14_000.0, 30_000.0])
+    assert np.all(modulated_loss(fast, lam) < modulated_loss(slow, lam))
+    assert fast.mean_capacity() == pytest.approx(1.3 * slow.mean_capacity(), rel=1e-12)
+
+
+def test_backlogged_rates_must_serve_where_the_receiver_serves() -> None:
+    env, rates = time_slice_environment(1, 2e-3, 4000.0)
+    for bad in (rates[:-1], rates * -1, rates + 1.0, np.where(rates > 0, np.nan, 0.0)):
+        with pytest.raises(QueueParameterError) as info:
+            ModulatedQueue(env, rates, 30, 4, backlogged_rates=bad)
+        assert info.value.parameter == "backlogged_rates"

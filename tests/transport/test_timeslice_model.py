@@ -126,3 +126,50 @@ def test_bad_arguments_name_themselves() -> None:
             w, PROFILE, file_size_bytes=10, propagation_delay_s=0.1, kernel_s_per_datagram=-1
         )
     assert err.value.parameter == "kernel_s_per_datagram"
+
+
+def test_a_skipped_wakeup_with_single_datagrams_is_a_faster_receiver() -> None:
+    # N = 1: every wake-up with work waiting is backlogged, so skipping the sleep's cost
+    # w is exactly a receiver whose wake-up takes 1/mu - w (I = 0: mu = mu_net).
+    one = PROFILE.replace(coalesce_packets=1, buffer_packets=60)
+    wakeup = 0.4 / one.mu_net
+    kw = {
+        "file_size_bytes": 5_000_000,
+        "propagation_delay_s": 0.01,
+        "time_slice_s": 3e-3,
+        "rates_bps": np.array([150e6, 300e6, 450e6]),
+    }
+    w = Workload(cpu_tasks=2, io_tasks=0)
+    skipped = time_slice_bottleneck_rate(w, one, wakeup_s=wakeup, **kw)
+    faster = time_slice_bottleneck_rate(
+        w, one.replace(mu_net=1.0 / (1.0 / one.mu_net - wakeup)), **kw
+    )
+    np.testing.assert_allclose(
+        skipped.curve.first_round_loss, faster.curve.first_round_loss, rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        skipped.curve.transfer_time_s, faster.curve.transfer_time_s, rtol=1e-12
+    )
+
+
+def test_a_skipped_wakeup_raises_the_rate_of_a_busy_receiver() -> None:
+    kw = {"file_size_bytes": 20_000_000, "propagation_delay_s": 0.01, "time_slice_s": 3e-3}
+    w = Workload(cpu_tasks=2, io_tasks=0)
+    slow = PROFILE.replace(mu_net=8_000.0)  # about 250 Mbit/s with two competitors
+    sleeps = time_slice_bottleneck_rate(w, slow, **kw)
+    skips = time_slice_bottleneck_rate(w, slow, wakeup_s=0.5 / slow.mu_net, **kw)
+    assert skips.rate_bps > 1.2 * sleeps.rate_bps
+    assert skips.inputs["wakeup_s"] == 0.5 / slow.mu_net
+
+
+@pytest.mark.parametrize("wakeup_s", [-1e-6, 1.0 / PROFILE.mu_net, float("nan")])
+def test_a_wakeup_cost_beyond_the_wakeup_is_refused(wakeup_s: float) -> None:
+    with pytest.raises(TransportParameterError) as err:
+        time_slice_bottleneck_rate(
+            Workload(cpu_tasks=1, io_tasks=0),
+            PROFILE,
+            file_size_bytes=10,
+            propagation_delay_s=0.1,
+            wakeup_s=wakeup_s,
+        )
+    assert err.value.parameter == "wakeup_s"
