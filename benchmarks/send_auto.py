@@ -217,6 +217,7 @@ def main() -> None:
             "source": f"benchmarks/validate_transfer.py calibration ({args.calibration})",
             "time_slice_s": cal["time_slice_s"]["mean"],
             "kernel_s_per_datagram": cal["net"]["kernel_s_per_datagram"],
+            "wakeup_s": cal["net"]["per_wakeup_s"],
         },
     )
     store.set_default(profile.name)

@@ -147,8 +147,8 @@ class ReceiverAdvisor:
         ``own() -> (HostProfile, provenance)``: the receiver's host profile and the
         provenance stored with it, read at each request (so that a new host default from
         ``blastrate calibrate`` applies at once).  Its K and N are replaced by the next
-        two; the provenance's ``time_slice_s`` and ``kernel_s_per_datagram`` (from a
-        calibration) feed the time-slice model.
+        two; the provenance's ``time_slice_s``, ``kernel_s_per_datagram`` and
+        ``wakeup_s`` (from a calibration) feed the time-slice model.
     buffer_packets : int or None
         K, datagrams the receiver's socket holds (measured from its SO_RCVBUF); None
         keeps the profile's.
@@ -208,6 +208,10 @@ class ReceiverAdvisor:
                 raise AdviceError("profile", str(exc)) from None
         slice_s = _provenance_number(provenance, "time_slice_s") or DEFAULT_TIME_SLICE_S
         kernel_s = _provenance_number(provenance, "kernel_s_per_datagram") or 0.0
+        # The sleep a backlogged receiver skips; a value no wake-up could hold is ignored.
+        wakeup_s = _provenance_number(provenance, "wakeup_s") or 0.0
+        if wakeup_s * profile.mu_net >= 1.0:
+            wakeup_s = 0.0
         k = profile.buffer_packets if self.buffer_packets is None else self.buffer_packets
         # The time-slice chain costs about K * (N * phases)^2 per rate: refuse what would
         # keep this receiver (which serves one sender at a time) busy for seconds.
@@ -240,6 +244,7 @@ class ReceiverAdvisor:
                 time_slice_s=slice_s,
                 kernel_s_per_datagram=kernel_s,
                 settle_s=self.settle_s,
+                wakeup_s=wakeup_s,
             )
             rate, loss, t = ts.rate_bps, ts.first_round_loss, ts.transfer_time_s
         return RateAdvice(

@@ -150,3 +150,27 @@ def test_a_hostile_advised_rate_is_refused(rate: Any) -> None:
     with pytest.raises(SendError) as err:
         _advised_rate({"predicted_rate_bps": rate})
     assert err.value.field == "advice"
+
+
+@pytest.mark.parametrize(("stored", "used"), [(20e-6, 20e-6), (1.0, 0.0), ("x", 0.0)])
+def test_the_calibrated_wakeup_cost_feeds_the_model(stored: Any, used: float) -> None:
+    # A wake-up cost from the calibration is the model's wakeup_s; one that no wake-up
+    # could hold (1 s against 1/mu_net = 50 us) or that is not a number is ignored.
+    advisor = ReceiverAdvisor(
+        lambda: (PROFILE, {"time_slice_s": 0.003, "wakeup_s": stored}),
+        buffer_packets=300,
+        batch_packets=8,
+        cpus={0},
+        workload=_workload,
+    )
+    advice = advisor(2_000_000, {"propagation_delay_s": 0.01})
+    expected = time_slice_bottleneck_rate(
+        Workload(cpu_tasks=2, io_tasks=0, cores=1),
+        PROFILE.replace(buffer_packets=300, coalesce_packets=8),
+        file_size_bytes=2_000_000,
+        propagation_delay_s=0.01,
+        time_slice_s=0.003,
+        settle_s=0.02,
+        wakeup_s=used,
+    )
+    assert advice.rate_bps == pytest.approx(expected.rate_bps, rel=1e-12)
