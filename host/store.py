@@ -366,7 +366,7 @@ class ProfileStore:
         raise AssertionError("unreachable")
 
     def delete(self, name: str) -> bool:
-        """Remove the stored profile ``name``.
+        """Remove the stored profile ``name`` (and the host default, if it was that).
 
         Returns
         -------
@@ -385,6 +385,9 @@ class ProfileStore:
         try:
             with Session(for_writing(self._db())) as session, session.begin():
                 result = session.execute(delete(_ProfileRow).where(_ProfileRow.name == name))
+                # A default that named it goes too: a later profile of the same name must
+                # not become the default unasked.
+                session.execute(delete(_HostDefaultRow).where(_HostDefaultRow.name == name))
                 return bool(getattr(result, "rowcount", 0))
         except SQLAlchemyError as exc:
             raise ProfileStoreError(f"profile database write failed: {type(exc).__name__}") from exc

@@ -62,12 +62,20 @@ def progress_text(label: str, info: Mapping[str, Any]) -> str:
 def library_errors(aliases: Mapping[str, str] | None = None) -> Iterator[None]:
     """Library errors raised inside the block become one-line :class:`CliError`."""
     from app.schemas.problems import ProblemError, translated_errors
+    from host.store import DATABASE_URL_ENV, ProfileStoreError
 
     try:
         with translated_errors(aliases):
             yield
     except ProblemError as problem:
         raise error_from_problem(problem.to_dict(""), local=True) from None
+    except ProfileStoreError as exc:
+        # Not the user's input: the profile database (where the host default lives).
+        raise CliError(
+            f"{DATABASE_URL_ENV}: {exc}; point it at a database this user can write, "
+            "or name a built-in profile with --profile",
+            EXIT_INTERNAL,
+        ) from None
 
 
 @contextmanager

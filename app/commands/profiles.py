@@ -73,9 +73,10 @@ def _table(rows: list[dict[str, Any]]) -> None:
         "name", "kind", "mu_io_cpu/s", "mu_disk/s", "mu_net/s", "K", "N", "line bit/s", "S_pkt B"
     )
     for p in rows:
+        kind = "built-in" if p["built_in"] else "stored"
         table.add_row(
             p["name"],
-            "built-in" if p["built_in"] else "stored",
+            kind + (", default" if p.get("default") else ""),
             f"{p['mu_io_cpu']:g}",
             f"{p['mu_disk']:g}",
             f"{p['mu_net']:g}",
@@ -104,9 +105,16 @@ def list_profiles(as_json: bool, server: str | None) -> None:
     """List every profile: built-in, then stored."""
     if server:
         _, body = call_service(server, "GET", "/profiles")
-        rows = body["profiles"]
+        rows, default = body["profiles"], body.get("default")
     else:
-        rows = [_entry_dict(e) for e in _local(lambda: _store().entries())]
+        from host import DEFAULT_PROFILE
+
+        store = _store()
+        rows = [_entry_dict(e) for e in _local(store.entries)]
+        default = _local(store.default_name) or DEFAULT_PROFILE
+    for row in rows:  # the one a request that names no profile uses
+        if row["name"] == default:
+            row["default"] = True
     if as_json:
         print_json(rows)
     else:
@@ -236,6 +244,33 @@ def put_profile(
         print_json({"created": created, "profile": row})
     else:
         click.echo(f"{'created' if created else 'replaced'} profile {name}")
+
+
+@profiles.command("default")
+@click.argument("name", required=False)
+@click.option("--clear", is_flag=True, help="Go back to the built-in sx280-2007.")
+@_json
+def default_profile(name: str | None, clear: bool, as_json: bool) -> None:
+    """Show or set this host's default profile: the one every computation uses when it
+    names none (`rate`, `curve`, the service, the receiver's advice).
+
+    Without NAME, shows it; with NAME, makes that profile the default; `--clear` goes back
+    to sx280-2007.  `blastrate calibrate --name NAME` sets it too.  This host's database
+    only (BLASTRATE_DATABASE_URL); a service reads the same database.
+    """
+    from host import DEFAULT_PROFILE
+
+    store = _store()
+    if name is not None and clear:
+        raise CommandError("--clear: give NAME or --clear, not both")
+    if name is not None or clear:
+        _local(lambda: store.set_default(None if clear else name))
+    current = _local(store.default_name)
+    shown = current or DEFAULT_PROFILE
+    if as_json:
+        print_json({"default": shown, "set": current is not None})
+    else:
+        click.echo(shown if current else f"{shown} (built-in; no default set)")
 
 
 @profiles.command("delete")

@@ -112,6 +112,19 @@ def test_delete_removes(url: str) -> None:
         store.get("lab-1")
 
 
+def test_deleting_the_default_clears_it_for_good(url: str) -> None:
+    # Found by a new user's trial: the default row outlived its profile, so a later
+    # profile of the same name became the default unasked.
+    store = ProfileStore(url)
+    store.put(lab())
+    store.set_default("lab-1")
+    store.delete("lab-1")
+    assert store.default_name() is None
+    store.put(lab())
+    assert store.default_name() is None
+    assert store.default_entry().profile.name == "sx280-2007"
+
+
 def test_provenance_must_be_a_small_json_object(url: str) -> None:
     store = ProfileStore(url)
     with pytest.raises(WorkloadError) as kind:

@@ -11,7 +11,9 @@ const SWEEPABLE = ["cpu_tasks", "io_tasks", "cores", "disks", "buffer_packets",
 
 const $ = (id) => document.getElementById(id);
 const form = $("inputs");
-let knownProfiles = new Set(["sx280-2007"]);
+// Built-in profiles only: the plot, what-if and sweep endpoints take no stored one, so a
+// stored profile reaches them as its values (the overrides), not by name.
+let builtInProfiles = new Set(["sx280-2007"]);
 let pointQuery = null;  // the query of the last answer, in SI units (for plots, what-if, sweeps)
 
 function fmtRate(bps) {
@@ -121,7 +123,7 @@ function queryFromInputs(inputs) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(inputs.workload)) q.set(k, v);
   const host = inputs.host;
-  if (knownProfiles.has(host.profile)) q.set("profile", host.profile);
+  if (builtInProfiles.has(host.profile)) q.set("profile", host.profile);
   for (const [field, name] of Object.entries(HOST_QUERY)) {
     if (host[field] !== undefined && host[field] !== null) q.set(name, host[field]);
   }
@@ -309,7 +311,7 @@ async function loadProfiles() {
     const chosen = select.value;
     select.innerHTML = "";
     for (const p of body.profiles) {
-      knownProfiles.add(p.name);
+      if (p.built_in) builtInProfiles.add(p.name);
       select.add(new Option(p.name, p.name));
     }
     select.add(new Option("live: probe this server's host", "live"));

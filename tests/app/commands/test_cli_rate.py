@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 import transport
 from app.commands.common import (
+    EXIT_INTERNAL,
     EXIT_MODEL,
     EXIT_OK,
     EXIT_UNREACHABLE,
@@ -199,3 +200,17 @@ def test_rate_uses_this_hosts_default_profile(
     )
     named = json.loads(invoke("rate", *RATE, "--profile", "sx280-2007", "--json").stdout)
     assert named["inputs"]["host"]["profile"] == "sx280-2007"
+
+
+def test_an_unusable_profile_database_is_one_line_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With no --profile, rate reads the host default from the database; a database it
+    # cannot open was an "internal error: ProfileStoreError" naming nothing to change.
+    monkeypatch.setenv("BLASTRATE_DATABASE_URL", "sqlite:////nonexistent-dir/for/sure/p.db")
+    result = invoke("rate", *RATE)
+    assert result.exit_code == EXIT_INTERNAL
+    assert "BLASTRATE_DATABASE_URL" in result.stderr and "--profile" in result.stderr
+    assert "internal error" not in result.stderr
+    named = invoke("rate", *RATE, "--profile", "sx280-2007")
+    assert named.exit_code == EXIT_OK, named.stderr

@@ -136,3 +136,21 @@ def test_errors_name_what_was_typed() -> None:
     )
     assert r.exit_code == 2
     assert r.stderr.startswith("blastrate: error: --profile: unknown host profile 'no-such")
+
+
+def test_default_is_shown_set_marked_and_cleared(cli: Any) -> None:
+    # There was no way but `calibrate` to set the host default, and no command showed it.
+    assert cli("default").output.strip() == "sx280-2007 (built-in; no default set)"
+    assert cli("put", "lab", "--base", "sx280-2007", "--mu-net", "20000").exit_code == 0
+    assert cli("default", "lab").output.strip() == "lab"
+    assert json.loads(cli("default", "--json").output) == {"default": "lab", "set": True}
+    listed = json.loads(cli("list", "--json").output)
+    assert [p["name"] for p in listed if p.get("default")] == ["lab"]
+    assert "stored, default" in cli("list").output
+    unknown = cli("default", "nope")
+    assert unknown.exit_code == 2 and "NAME: unknown host profile" in unknown.output
+    both = cli("default", "lab", "--clear")
+    assert both.exit_code == 2 and "--clear" in both.output
+    assert cli("default", "--clear").output.strip().startswith("sx280-2007")
+    listed = json.loads(cli("list", "--json").output)
+    assert [p["name"] for p in listed if p.get("default")] == ["sx280-2007"]

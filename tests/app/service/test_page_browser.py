@@ -184,3 +184,35 @@ def test_page_explains_itself_and_never_shows_stale_or_broken_parts(server: str)
             assert errors == []
         finally:
             browser.close()
+
+
+def test_a_stored_profile_gets_its_plots(server: str) -> None:
+    """A stored profile (or a stored host default) reached the plot URLs by name, and the
+    plot endpoints, which take built-in profiles only, answered 422: no plot ever showed.
+    Its values now travel as overrides."""
+    from playwright.sync_api import sync_playwright
+
+    values = httpx.get(f"{server}/profiles/sx280-2007", timeout=10).json()
+    body = {k: v for k, v in values.items() if k not in ("name", "built_in")}
+    put = httpx.put(f"{server}/profiles/page-lab", json={**body, "mu_net": 20_000.0}, timeout=10)
+    assert put.status_code in (200, 201), put.text
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+            try:
+                page = browser.new_page(viewport={"width": 1360, "height": 900})
+                errors: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.goto(server + "/")
+                page.wait_for_selector("body[data-ready=true]")
+                page.wait_for_selector("#profile option[value=page-lab]", state="attached")
+                page.select_option("#profile", "page-lab")
+                page.click("#compute")
+                page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
+                for kind in ("transfer-time", "loss", "service-time-cdf"):
+                    _img_loaded(page, f"#plot-{kind}")
+                assert errors == []
+            finally:
+                browser.close()
+    finally:
+        httpx.delete(f"{server}/profiles/page-lab", timeout=10)
