@@ -25,6 +25,7 @@ from .errors import (
     SRNError,
     VanishingLoopError,
 )
+from .kernel_warmup import load_kernels
 from .net import Limits, Net, Place, Transition, immediate, timed
 from .pnml import PnmlError, PnmlLimits, read_pnml, read_pnml_ids, write_pnml
 from .progress import ExplorationProgress
@@ -71,6 +72,7 @@ __all__ = [
     "compile_net",
     "cumulative_transient",
     "immediate",
+    "load_kernels",
     "reachability_graph",
     "read_pnml",
     "read_pnml_ids",
