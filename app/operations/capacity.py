@@ -16,7 +16,7 @@ from typing import Any
 
 from app.schemas.problems import FieldProblem, ProblemError
 from app.schemas.units import QuantityError, parse_bitrate, parse_duration, parse_size
-from host import Workload, WorkloadError, end_system_state_count
+from host import HOST_PROFILES, Workload, WorkloadError, end_system_state_count
 from planning import INPUT_FIELDS, PlanningError, axis_values
 
 __all__ = [
@@ -80,6 +80,7 @@ def parse_inputs(
             raise PlanningError(name, f"not an input of GET /bottleneck-rate: {name!r}")
         if kind == "name":
             values = axis_values(name, spec, str, max_values=max_points)
+            _built_in_profiles_only(name, values)
         else:
             values = axis_values(
                 name,
@@ -95,6 +96,20 @@ def parse_inputs(
         else:
             axes[name] = values
     return base, axes
+
+
+def _built_in_profiles_only(name: str, values: list[Any]) -> None:
+    # The planning library solves many points in other processes (or on a Dask cluster)
+    # from plain data: it knows the built-in profiles, not this host's database.  A stored
+    # name was a failed point per row and exit 0; it is refused here, once, with the way on.
+    for value in values:
+        if name == "profile" and value not in HOST_PROFILES:
+            raise PlanningError(
+                name,
+                f"{str(value)[:64]!r}: sweeps, what-if and the plots take the built-in "
+                f"profiles only ({', '.join(sorted(HOST_PROFILES))}); give a stored "
+                "profile's values as overrides (`blastrate profiles show NAME`)",
+            )
 
 
 def check_point_limits(

@@ -62,6 +62,9 @@ def test_sweep_errors_exit_2_with_one_line() -> None:
     assert r.exit_code == 2 and "max_points=5" in r.output
     r = CliRunner().invoke(sweep, [*ARGS, "--plot", "x.gif"])
     assert r.exit_code == 2 and "plot:" in r.output
+    # An unknown (or stored) profile: once, exit 2, not a row of '-' and exit 0.
+    r = CliRunner().invoke(sweep, [*ARGS, "--profile", "nosuch"])
+    assert r.exit_code == 2 and "--profile:" in r.output and "built-in" in r.output
 
 
 def test_sweep_server_unreachable_exits_4(unused_port: int) -> None:

@@ -78,6 +78,12 @@ def test_sweep_bad_inputs_are_named(client: Any, problem_of: Any) -> None:
     assert body["errors"][0]["limit"] == "planning_max_buffer_packets"
     body = problem_of(client.post("/sweeps", json={"inputs": {"io_tasks": 1}}), 422)
     assert any(e["field"].endswith("cpu_tasks") for e in body["errors"])
+    # A profile the planning library cannot know (unknown, or stored on this host) was a
+    # failed point per row; it is one problem that says what to do.
+    for name in ("nosuch", "sx280-2007,nosuch"):
+        body = problem_of(client.post("/sweeps", json={"inputs": {**INPUTS, "profile": name}}), 422)
+        assert body["errors"][0]["field"] == "body.inputs.profile"
+        assert "built-in profiles only" in body["errors"][0]["reason"]
 
 
 def test_sweep_on_an_unreachable_cluster_is_503(make_client: Any, problem_of: Any) -> None:
