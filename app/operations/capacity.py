@@ -106,9 +106,9 @@ def _built_in_profiles_only(name: str, values: list[Any]) -> None:
         if name == "profile" and value not in HOST_PROFILES:
             raise PlanningError(
                 name,
-                f"{str(value)[:64]!r}: sweeps, what-if and the plots take the built-in "
-                f"profiles only ({', '.join(sorted(HOST_PROFILES))}); give a stored "
-                "profile's values as overrides (`blastrate profiles show NAME`)",
+                f"unknown host profile {str(value)[:64]!r} here: sweeps, what-if and the "
+                f"plots take built-in profiles only ({', '.join(sorted(HOST_PROFILES))}); "
+                "give a stored profile's values as overrides (`blastrate profiles show NAME`)",
             )
 
 
