@@ -27,9 +27,10 @@ tool computes on several threads (our solver does on chains of 200,000 states or
 Checks (a row is flagged with ``!`` and the exit status is 1 when one fails):
 
 * the tangible state counts against the published 160, 4,600, 58,400, 454,475,
-  2,546,432 and 11,261,376 (issue #2; Ciardo and Tilgner);
-* the transition counts against Storm's in the same run, and for N = 1..3 against the
-  PRISM Kanban case study's 616, 28,120 and 446,400;
+  2,546,432, 11,261,376 and 41,644,800 (issue #2; Ciardo and Tilgner);
+* the transition counts against Storm's in the same run, for N = 1..3 against the
+  PRISM Kanban case study's 616, 28,120 and 446,400, and for N = 7 (where Storm cannot
+  run here: 60.8 GB in QComp 2018) against QComp's 450,455,040;
 * the residual ||pi Q||_1 <= 1e-10 (issue #2's target);
 * the throughput of ``in1`` at N = 1 against the published 0.0925846346333826 (quoted in
   issue #2), absolute tolerance 1e-9.
@@ -61,9 +62,19 @@ sys.path.insert(0, str(ROOT))
 
 REDO = (0.36, 0.42, 0.39, 0.33)  # redo_i rates, cells 1..4
 OK = (0.84, 0.98, 0.91, 0.77)  # ok_i rates
-PUBLISHED_STATES = {1: 160, 2: 4_600, 3: 58_400, 4: 454_475, 5: 2_546_432, 6: 11_261_376}
+PUBLISHED_STATES = {
+    1: 160,
+    2: 4_600,
+    3: 58_400,
+    4: 454_475,
+    5: 2_546_432,
+    6: 11_261_376,
+    7: 41_644_800,
+}
 # Storm's peak memory at N = 6 measured ~17 GB; it is skipped when less is available.
-STORM_MEMORY_GB = {6: 17.0}
+STORM_MEMORY_GB = {6: 17.0, 7: 61.0}  # N = 7: 60.8 GB in QComp 2018
+# N = 7 as Storm built it in QComp 2018 (issue #24): the check where no Storm row can run.
+PUBLISHED_TRANSITIONS = {7: 450_455_040}
 PRISM_TRANSITIONS = {1: 616, 2: 28_120, 3: 446_400}
 PUBLISHED_IN1_N1 = 0.0925846346333826
 IN1_TOLERANCE = 1e-9
@@ -127,8 +138,9 @@ def measure_ours(n: int) -> dict[str, Any]:
         kanban_places(n),
         [timed(name, rate, inputs=i, outputs=o) for name, rate, i, o in kanban_arcs()],
     )
-    # N = 6 has 11.3 million states and about 110 million edges: above the defaults.
-    graph = reachability_graph(net, limits=Limits(max_states=20_000_000, max_edges=250_000_000))
+    # N = 6 has 11.3 million states and 116 million edges, N = 7 41.6 million and 450
+    # million: above the defaults.
+    graph = reachability_graph(net, limits=Limits(max_states=50_000_000, max_edges=600_000_000))
     generated = time.perf_counter()
     Q = graph.generator()
     assembled = time.perf_counter()
@@ -247,6 +259,10 @@ def check_ours(n: int, r: dict[str, Any], storms: list[dict[str, Any]]) -> list[
         problems.append(f"states {r['states']:,} != published {PUBLISHED_STATES[n]:,}")
     if n in PRISM_TRANSITIONS and r["transitions"] != PRISM_TRANSITIONS[n]:
         problems.append(f"transitions {r['transitions']:,} != PRISM {PRISM_TRANSITIONS[n]:,}")
+    if n in PUBLISHED_TRANSITIONS and r["transitions"] != PUBLISHED_TRANSITIONS[n]:
+        problems.append(
+            f"transitions {r['transitions']:,} != published {PUBLISHED_TRANSITIONS[n]:,}"
+        )
     for storm in storms[:1]:
         if r["transitions"] != storm["transitions"]:
             problems.append(f"transitions {r['transitions']:,} != Storm {storm['transitions']:,}")

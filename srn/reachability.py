@@ -699,7 +699,8 @@ class ReachabilityGraph:
         self.net = net
         self.markings = markings
         self.place_names = net.place_names
-        self._src, self._dst, self._tid, self._prob = src, dst, transition, probability
+        # ``transition`` is only needed for the slices below: not kept (4 bytes an edge).
+        self._src, self._dst, self._prob = src, dst, probability
         self._start_map = start_map
         n_starts = start_map[3]
         self.initial_distribution = self._spread(np.full(n_starts, 1.0 / n_starts))
@@ -889,7 +890,11 @@ class ReachabilityGraph:
                 )
         if self._prob is not None:
             rates *= self._prob
-        self._rates = rates
+        # Rates that depend on the marking cost an evaluation: kept.  Constant ones refill
+        # faster than a cache is worth, which would hold 8 bytes an edge for the graph's
+        # life (3.6 GB at Kanban N = 7, through the whole steady-state solve).
+        if self._prob is not None or any(t.rate.constant is None for t in self.net.timed):
+            self._rates = rates
         return rates
 
     def generator(self) -> sp.csr_array:
