@@ -179,3 +179,42 @@ def test_steady_state_reports_its_progress_and_stops_when_the_callback_raises():
 
     with pytest.raises(Cancelled):
         steady_state(Q, method="bicgstab-gs", progress=cancel)
+
+
+def _edge_arrays(graph) -> dict[str, tuple[str, int]]:
+    """The graph's arrays with one entry per edge: (dtype, bytes)."""
+    n_edges = graph.n_edges
+    return {
+        name: (str(value.dtype), value.nbytes)
+        for name, value in vars(graph).items()
+        if isinstance(value, np.ndarray) and value.shape == (n_edges,)
+    }
+
+
+def test_a_solved_graph_holds_eight_bytes_an_edge_when_its_rates_are_constant():
+    # Issue #24 (Kanban N = 7 in 20 GB): the graph held src, dst and transition ids
+    # (int32) and the edge rates (float64) through the whole solve: 20 bytes an edge,
+    # 9 GB at N = 7.  The ids are needed only to cut the edges into per-transition
+    # slices, and constant rates refill faster than they are worth keeping.
+    graph = reachability_graph(kanban(2))
+    Q = graph.generator()
+    pi = steady_state(Q).probabilities
+    before = graph.throughput(pi)["in1"]
+    held = _edge_arrays(graph)
+    assert sum(nbytes for _, nbytes in held.values()) == 8 * graph.n_edges, held
+    # Rates refilled on demand give the same answers.
+    assert graph.throughput(pi)["in1"] == before
+    np.testing.assert_array_equal(graph.generator().toarray(), Q.toarray())
+
+
+def test_marking_dependent_rates_are_kept():
+    # Evaluating them costs an expression per edge: kept, and the same array comes back.
+    net = Net(
+        {"a": 3, "b": 0},
+        [
+            timed("ab", "2 * #a", inputs={"a": 1}, outputs={"b": 1}),
+            timed("ba", 1.0, inputs={"b": 1}, outputs={"a": 1}),
+        ],
+    )
+    graph = reachability_graph(net)
+    assert graph.edge_rates() is graph.edge_rates()
