@@ -23,7 +23,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from service_latency import free_port
 from srn_scale import kanban_arcs, kanban_places
 
 BLASTRATE = shutil.which("blastrate", path=str(Path(sys.executable).parent)) or "blastrate"
@@ -70,15 +70,9 @@ def kanban_net(n: int) -> dict[str, Any]:
 NETS = {"cyclic, 193,131 states": cyclic_net(620), "Kanban N = 3, 58,400 states": kanban_net(3)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def one_server(cache_dir: str, timeout_s: float) -> dict[str, Any]:
     """Start a server with this kernel cache; time its readiness and first solves."""
-    port = _free_port()
+    port = free_port()
     work = tempfile.mkdtemp(prefix="blastrate-first-start-")
     env = {
         **os.environ,

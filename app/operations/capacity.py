@@ -80,7 +80,8 @@ def parse_inputs(
             raise PlanningError(name, f"not an input of GET /bottleneck-rate: {name!r}")
         if kind == "name":
             values = axis_values(name, spec, str, max_values=max_points)
-            _built_in_profiles_only(name, values)
+            if name == "profile":
+                _built_in_profiles_only(values)
         else:
             values = axis_values(
                 name,
@@ -98,18 +99,18 @@ def parse_inputs(
     return base, axes
 
 
-def _built_in_profiles_only(name: str, values: list[Any]) -> None:
+def _built_in_profiles_only(values: list[Any]) -> None:
     # The planning library solves many points in other processes (or on a Dask cluster)
     # from plain data: it knows the built-in profiles, not this host's database.  A stored
     # name was a failed point per row and exit 0; it is refused here, once, with the way on.
-    for value in values:
-        if name == "profile" and value not in HOST_PROFILES:
-            raise PlanningError(
-                name,
-                f"unknown host profile {str(value)[:64]!r} here: sweeps, what-if and the "
-                f"plots take built-in profiles only ({', '.join(sorted(HOST_PROFILES))}); "
-                "give a stored profile's values as overrides (`blastrate profiles show NAME`)",
-            )
+    unknown = [value for value in values if value not in HOST_PROFILES]
+    if unknown:
+        raise PlanningError(
+            "profile",
+            f"unknown host profile {str(unknown[0])[:64]!r} here: sweeps, what-if and the "
+            f"plots take built-in profiles only ({', '.join(sorted(HOST_PROFILES))}); "
+            "give a stored profile's values as overrides (`blastrate profiles show NAME`)",
+        )
 
 
 def check_point_limits(
