@@ -72,6 +72,7 @@ __all__ = [
     "StoredProfile",
     "database_url",
     "default_store",
+    "host_default_writes",
 ]
 
 #: Environment variable that points every store at another database.
@@ -391,6 +392,8 @@ class ProfileStore:
                 return bool(getattr(result, "rowcount", 0))
         except SQLAlchemyError as exc:
             raise ProfileStoreError(f"profile database write failed: {type(exc).__name__}") from exc
+        finally:
+            _count_default_write()
 
     # -- the host default ----------------------------------------------------------------
     def default_name(self) -> str | None:
@@ -426,6 +429,8 @@ class ProfileStore:
                     session.add(_HostDefaultRow(slot=1, name=name))
         except SQLAlchemyError as exc:
             raise ProfileStoreError(f"profile database write failed: {type(exc).__name__}") from exc
+        finally:
+            _count_default_write()
 
     # -- internals -----------------------------------------------------------------------
     def _read(self, query: Any) -> Any:
@@ -482,6 +487,27 @@ def _checked_provenance(provenance: Any) -> dict[str, Any] | None:
 
 
 _DEFAULT_STORES: dict[str, ProfileStore] = {}
+# Writes this process made that may change the host default (set_default, delete).
+_DEFAULT_WRITES = [0]
+_DEFAULT_WRITES_LOCK = threading.Lock()
+
+
+def _count_default_write() -> None:
+    with _DEFAULT_WRITES_LOCK:
+        _DEFAULT_WRITES[0] += 1
+
+
+def host_default_writes() -> int:
+    """How many times this process has written what may change the host default.
+
+    A reader that caches the default (the service does, for a second) compares this
+    count to see at once a change made in its own process; a change made by another
+    process (``blastrate calibrate``) shows when its cache expires.
+    """
+    with _DEFAULT_WRITES_LOCK:
+        return _DEFAULT_WRITES[0]
+
+
 _DEFAULT_LOCK = threading.Lock()
 
 

@@ -6,11 +6,13 @@ done in a worker thread so that the event loop never waits on the database.
 
 from __future__ import annotations
 
+import time
+
 import anyio.to_thread
 
 from app.schemas.problems import ProblemError
-from host import HOST_PROFILES, HostProfile
-from host.store import ProfileStore, ProfileStoreError
+from host import DEFAULT_PROFILE, HOST_PROFILES, HostProfile
+from host.store import ProfileStore, ProfileStoreError, host_default_writes
 
 from .state import ServiceState
 
@@ -18,6 +20,8 @@ __all__ = ["fetch_profile", "profile_store", "storage_problem"]
 
 #: Seconds a client is told to wait when the profile database is unavailable.
 RETRY_AFTER_S = 5
+#: Seconds the host default's name is trusted before the database is read again (s).
+DEFAULT_NAME_TTL_S = 1.0
 
 
 def profile_store(state: ServiceState) -> ProfileStore:
@@ -33,9 +37,12 @@ async def fetch_profile(state: ServiceState, name: str | None) -> HostProfile:
     """The profile called ``name``: built-ins at once, stored ones read in a thread.
 
     ``None`` (a request that names no profile) is this host's default, the profile that
-    ``blastrate calibrate`` last made the default, else the paper's ``sx280-2007``.  It is
-    read from the database on every request: another process (``calibrate``) may have
-    changed it since the last.
+    ``blastrate calibrate`` last made the default, else the paper's ``sx280-2007``.  Its
+    name is read from the database at most once every :data:`DEFAULT_NAME_TTL_S` (a
+    read in a thread on every request cost more than the rest of a cached answer): a
+    default set by another process takes effect within that, one set by this process at
+    once (:func:`host.store.host_default_writes`).  A stored default's values are read
+    on every request, as for any stored profile.
 
     Raises
     ------
@@ -46,13 +53,27 @@ async def fetch_profile(state: ServiceState, name: str | None) -> HostProfile:
     """
     store = profile_store(state)
     if name is None:
-        entry = await anyio.to_thread.run_sync(store.default_entry)
-        return entry.profile
+        name = await _default_name(state, store)
+        if name not in HOST_PROFILES:
+            # The entry as it is now: one read, which also sees a default changed or
+            # deleted by another process since the name was cached.
+            entry = await anyio.to_thread.run_sync(store.default_entry)
+            return entry.profile
     built_in = HOST_PROFILES.get(name)
     if built_in is not None:
         return built_in
     profile: HostProfile = await anyio.to_thread.run_sync(store.get, name)
     return profile
+
+
+async def _default_name(state: ServiceState, store: ProfileStore) -> str:
+    writes, now = host_default_writes(), time.monotonic()
+    cached = state.extras.get("host_default")
+    if cached is not None and cached[1] == writes and now - cached[2] < DEFAULT_NAME_TTL_S:
+        return str(cached[0])
+    name = await anyio.to_thread.run_sync(store.default_name) or DEFAULT_PROFILE
+    state.extras["host_default"] = (name, writes, now)
+    return name
 
 
 def storage_problem(exc: ProfileStoreError) -> ProblemError:

@@ -157,6 +157,8 @@ ALLOWED_ON_LOOP = {
     "host/workload.py:Workload.to_dict",
     "host/profiles.py:HostProfile.to_dict",
     "host/nets.py:end_system_state_count",
+    # One integer read under a lock: whether this process changed the host default.
+    "host/store.py:host_default_writes",
     "planning/axes.py:axis_values",
     "planning/sweep.py:SweepResult.to_dict",
     "planning/whatif.py:WhatIf.to_dict",
