@@ -27,7 +27,16 @@ from .stationary import steady_state
 __all__ = ["STEADY_STATE_ROUTES", "TRANSIENT_METHODS", "load_kernels"]
 
 #: The steady-state routes :func:`load_kernels` runs (the cascade's and the iterative ones).
-STEADY_STATE_ROUTES = ("dense", "direct", "sparse-lu", "iad", "bicgstab-gs", "gmres-ilu", "sor")
+STEADY_STATE_ROUTES = (
+    "dense",
+    "direct",
+    "sparse-lu",
+    "iad",
+    "gauss-seidel",
+    "bicgstab-gs",
+    "gmres-ilu",
+    "sor",
+)
 #: The transient methods it runs.
 TRANSIENT_METHODS = ("uniformization", "expm")
 

@@ -258,7 +258,7 @@ def test_iad_block_factors_keep_a_nested_ncd_chain_exact(monkeypatch):
 
 def test_iad_refuses_a_chain_that_is_not_nearly_decomposable():
     # A random 1,200-state generator, rates uniform in [0.5, 2] (no gap), too wide in
-    # band for banded GTH: auto goes straight to sparse LU without planning iad.
+    # band for banded GTH: auto goes to its sweeps (then sparse LU) without planning iad.
     rng = np.random.default_rng(3)
     n = 1_200
     i, j = rng.integers(0, n, (2, 6 * n))
@@ -267,7 +267,7 @@ def test_iad_refuses_a_chain_that_is_not_nearly_decomposable():
     R = R.tocsr() + sp.diags_array(np.ones(n), offsets=1, shape=(n, n))
     R = sp.csr_array(R + sp.coo_array(([1.0], ([n - 1], [0])), shape=(n, n)))
     Q = sp.csr_array(R - sp.diags_array(np.asarray(R.sum(axis=1)).ravel()))
-    assert [a.method for a in steady_state(Q).attempts] == ["sparse-lu"]
+    assert [a.method for a in steady_state(Q).attempts][:1] == ["gauss-seidel"]
     # The 441-state tandem's rates (1, 1.5, 2) have no gap either: asking for iad fails
     # that attempt with the reason rather than returning garbage.
     Q = reachability_graph(tandem(20)).generator()
