@@ -95,7 +95,10 @@ class Columns:
             col = self._markings[:, place]
             if self._rows is not None:
                 col = col[self._rows]
-            self._cache[place] = col
+            # Graphs store markings in the narrowest type that holds them (int8 for a
+            # net of at most 127 tokens a place): expressions compute in int64, so
+            # ``#p * 1000`` cannot wrap around.
+            self._cache[place] = col = col.astype(np.int64, copy=False)
         return col
 
     def subset(self, rows: NDArray[np.intp]) -> Columns:

@@ -152,3 +152,37 @@ def test_start_states_split_a_vanishing_initial_marking_by_weight():
     assert list(initial) == [0, 0]
     got = {graph.marking(int(s))["a"]: float(p) for s, p in zip(state, probability, strict=True)}
     assert got == pytest.approx({1: 0.25, 0: 0.75}, abs=1e-15)
+
+
+@pytest.mark.parametrize(("tokens", "dtype"), [(100, np.int8), (300, np.int16)])
+def test_markings_are_stored_narrow_and_expressions_still_compute_in_int64(tokens, dtype):
+    # A queue with room for `tokens`: the graph keeps its markings in the narrowest signed
+    # type (issue #24: Kanban N = 7 then keeps 16 bytes a state, not 64), and a reward or
+    # rate that leaves that type's range is computed exactly (int8 * 1000 would wrap).
+    net = Net(
+        {"q": 0},
+        [
+            timed(
+                "arrive",
+                "0.5 * (#q - 2 * #q + 1000) / 1000",
+                outputs={"q": 1},
+                inhibitors={"q": tokens},
+            ),
+            timed("serve", 1.0, inputs={"q": 1}),
+        ],
+    )
+    graph = reachability_graph(net)
+    assert graph.markings.dtype == dtype
+    assert graph.n_states == tokens + 1
+    pi = steady_state(graph.generator()).probabilities
+    q = np.arange(tokens + 1, dtype=float)
+    # Birth-death chain: pi_q proportional to prod_{j<q} lambda_j / mu, with
+    # lambda_j = 0.5 (1000 - j) / 1000 computed here in floats (closed form).
+    lam = 0.5 * (1000.0 - q[:-1]) / 1000.0
+    expected = np.concatenate([[1.0], np.cumprod(lam)])
+    expected /= expected.sum()
+    order = np.argsort(graph.markings[:, 0])
+    np.testing.assert_allclose(pi[order], expected, rtol=1e-9, atol=1e-300)
+    mean = float(expected @ q)
+    assert graph.expected_reward("#q * 1000", pi) == pytest.approx(1000 * mean, rel=1e-9)
+    assert graph.expected_reward("#q - 1000", pi) == pytest.approx(mean - 1000, rel=1e-9)
