@@ -1,9 +1,12 @@
-"""Start-up work never waits on the profile database."""
+"""Start-up work: never waits on the profile database, and compiles on both cores."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+import srn
 from app.service.warmup import compile_default_nets
 from host.store import DATABASE_URL_ENV
 
@@ -14,3 +17,56 @@ def test_warm_up_does_not_read_the_profile_database(monkeypatch: pytest.MonkeyPa
     # though only its profile routes need the database.
     monkeypatch.setenv(DATABASE_URL_ENV, "sqlite:////nonexistent-dir/for/sure/warm.db")
     assert compile_default_nets() == 8
+
+
+def test_the_engine_kernels_compile_in_another_process_during_the_warm_up(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Issue #24: with nothing cached the engine's kernels took 13-14 s after the default
+    # nets' own compile.  They now compile in a second process while the nets do, and
+    # the warm-up waits for it before loading them from numba's cache.
+    import app.service.warmup as warmup
+
+    marker = tmp_path / "compiled"
+    monkeypatch.setattr(warmup, "CACHED_NETS_S", 0.0)  # as on a first start: wait for it
+    loaded_after_child: list[bool] = []
+    monkeypatch.setattr(
+        warmup, "ENGINE_COMPILE_COMMAND", f"import pathlib; pathlib.Path({str(marker)!r}).touch()"
+    )
+    real_load = srn.load_kernels
+
+    def load() -> float:
+        loaded_after_child.append(marker.exists())
+        return real_load()
+
+    monkeypatch.setattr(srn, "load_kernels", load)
+    assert compile_default_nets() == 8
+    assert loaded_after_child == [True]
+
+
+def test_a_failed_compiler_process_only_costs_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    import app.service.warmup as warmup
+
+    monkeypatch.setattr(warmup, "CACHED_NETS_S", 0.0)
+    monkeypatch.setattr(warmup, "ENGINE_COMPILE_COMMAND", "raise SystemExit(3)")
+    loads: list[int] = []
+    real_load = srn.load_kernels
+    monkeypatch.setattr(srn, "load_kernels", lambda: loads.append(1) or real_load())
+    assert compile_default_nets() == 8
+    assert loads == [1]  # compiled (or loaded) here instead
+
+
+def test_with_a_warm_cache_the_compiler_process_is_not_waited_for(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Nets that load from numba's cache mean the engine's kernels do too: the process
+    # (here one that would take ten minutes) is stopped rather than waited for.
+    import app.service.warmup as warmup
+
+    monkeypatch.setattr(warmup, "CACHED_NETS_S", float("inf"))
+    monkeypatch.setattr(warmup, "ENGINE_COMPILE_COMMAND", "import time; time.sleep(600)")
+    loads: list[int] = []
+    real_load = srn.load_kernels
+    monkeypatch.setattr(srn, "load_kernels", lambda: loads.append(1) or real_load())
+    assert compile_default_nets() == 8
+    assert loads == [1]
