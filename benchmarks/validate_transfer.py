@@ -45,10 +45,11 @@ the line rate), a fine grid around the default model's prediction (+-5, 10, 20, 
 and every model's and baseline's rate, each ``--runs`` times in shuffled order.  The
 best time is the lowest mean over the grids alone; every scored rate gets
 ``time_ratio = mean time / best`` with a bootstrap 95 % interval.  The measured loss
-onset is the lowest grid rate whose mean first-round loss exceeds 1 %.  The 1-minute
-load and the run queue (``/proc/loadavg``) are recorded beside every transfer; a workload
-whose mean run queue exceeds what its own tasks explain (C + I + 2 + ``--noise-margin``) is
-marked ``noisy`` and not scored.
+onset is the lowest grid rate whose mean first-round loss exceeds 1 %; the grid rate below
+it closes its bracket (``loss_onset_bracket_bps``), and a miss says when that bracket is
+wider than 10 %.  The 1-minute load and the run queue (``/proc/loadavg``) are recorded
+beside every transfer; a workload whose mean run queue exceeds what its own tasks explain
+(C + I + 2 + ``--noise-margin``) is marked ``noisy`` and not scored.
 """
 
 from __future__ import annotations
@@ -524,6 +525,23 @@ def _processor_sharing(
     )
 
 
+def loss_onset(per_rate: list[dict[str, Any]]) -> tuple[float | None, list[float] | None]:
+    """The measured loss onset and its bracket ``[grid rate below, onset]`` (bit/s).
+
+    The onset is the lowest grid rate whose mean first-round loss exceeds 1 %.  The fine
+    grid follows the prediction, so where that is far from the onset the bracket is
+    wide: a 100 ms row once had no grid rate between 350 and 525 Mbit/s.
+    """
+    in_grid = [r for r in per_rate if r["in_grid"]]
+    at = next(
+        (i for i, r in enumerate(in_grid) if r["first_round_loss"].get("mean", 0) > 0.01), None
+    )
+    if at is None:
+        return None, None
+    onset = in_grid[at]["rate_bps"]
+    return onset, [in_grid[at - 1]["rate_bps"] if at else 0.0, onset]
+
+
 def run_workload(
     cpu_tasks: int,
     io_tasks: int,
@@ -649,14 +667,7 @@ def run_workload(
             "time_ratio_ci": _bootstrap_ratio(row["times_s"], best["times_s"], rng),
         }
 
-    onset = next(
-        (
-            r["rate_bps"]
-            for r in per_rate
-            if r["in_grid"] and r["first_round_loss"].get("mean", 0) > 0.01
-        ),
-        None,
-    )
+    onset, onset_bracket = loss_onset(per_rate)
     # What the workload itself explains: its C + I tasks, the receiver and the sender.
     # The run queue when each transfer starts, not the 1-minute load average: that lags a
     # change of workload by a minute (it marked quiet C = 0 rows after C = 3 rows noisy).
@@ -674,6 +685,7 @@ def run_workload(
         "time_ratio": scored_models["timeslice"]["time_ratio"],
         "time_ratio_ci": scored_models["timeslice"]["time_ratio_ci"],
         "loss_onset_bps": onset,
+        "loss_onset_bracket_bps": onset_bracket,
         "model_loss_onset_bps": model_onset,
         "load_before": load_before,
         "load_during": load_during,
@@ -780,8 +792,16 @@ def report(result: dict[str, Any]) -> None:
                     f"{tag}: no loss up to the line rate, predicted {pred / 1e6:.0f} Mbit/s"
                 )
         elif abs(pred - onset) > 0.1 * onset:
+            lower = (w.get("loss_onset_bracket_bps") or [onset, onset])[0]
+            unresolved = (
+                f" (the onset lies in {lower / 1e6:.0f}-{onset / 1e6:.0f}: the grid does not "
+                "resolve it to 10 %)"
+                if lower < 0.9 * onset
+                else ""
+            )
             misses.append(
                 f"{tag}: predicted {pred / 1e6:.0f} vs measured onset {onset / 1e6:.0f} Mbit/s"
+                + unresolved
             )
         gap = max(
             (
