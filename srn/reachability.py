@@ -88,7 +88,12 @@ def _narrowest(markings: NDArray[Any]) -> NDArray[Any]:
     top = int(markings.max(initial=0))
     for dtype in (np.int8, np.int16):
         if top <= np.iinfo(dtype).max:
-            return markings.astype(dtype) if markings.dtype != dtype else markings
+            if markings.dtype == dtype:
+                return markings
+            narrow = markings.astype(dtype)
+            # Graphs are shared (cached, cloned by with_parameters): read-only stays so.
+            narrow.flags.writeable = markings.flags.writeable
+            return narrow
     return markings
 
 

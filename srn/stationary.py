@@ -95,6 +95,8 @@ _THREADS_MAX = 4
 _GS_SWEEPS = 300
 _GS_JUDGE_AFTER = 20
 _GS_SETTLED = 1e-14
+# The two starts of the gauss-seidel route must settle this close, state by state.
+_GS_AGREE = 1e-11
 # Aggregation-disaggregation gives up when its iterates have not moved half as little
 # over this many iterations (on an NCD chain each iteration cuts the error by about the
 # coupling ratio, so a handful of iterations normally suffice).
@@ -824,21 +826,48 @@ class _Cascade:
         return self._solve_pinned(solve)
 
     def _gauss_seidel(self) -> tuple[NDArray[np.float64], int]:
-        """Gauss-Seidel sweeps until every probability has settled, or a quick refusal.
+        """Gauss-Seidel sweeps from two starts until both settle on one answer, or a refusal.
 
         Each sweep sets ``x_i = sum_j x_j q_ji / q_i``: sums and products of positive
         numbers only, so a tiny probability is computed to the same relative accuracy
-        as a large one.  The iterate is accepted when the largest relative change of a
-        state in one sweep, times ``rho / (1 - rho)`` for the observed contraction
-        ``rho`` per sweep (a bound on the error left by a linearly converging
-        iteration), is at most ``_GS_SETTLED``.  From ``_GS_JUDGE_AFTER`` sweeps on,
-        the route stops as soon as that contraction says it would need more than
-        ``_GS_SWEEPS`` sweeps in all.
+        as a large one.  A run from one start settles when the largest relative change
+        of a state in one sweep, times ``rho / (1 - rho)`` for the observed contraction
+        ``rho`` per sweep (the error left by a linearly converging iteration), is at
+        most ``_GS_SETTLED``; from ``_GS_JUDGE_AFTER`` sweeps on it stops as soon as
+        that contraction says it would need more than ``_GS_SWEEPS`` sweeps.
+
+        That estimate sees only the modes that still move.  On a metastable chain (two
+        wells joined by a path of improbable states) the mass moves between the wells
+        by less than ``_GS_SETTLED`` a sweep, and a single run "settles" with the wells'
+        masses where its start put them.  So the sweeps run twice: from the uniform
+        distribution, then with all the mass on the state the first run found least
+        probable.  The answer stands only if both runs settle and agree to
+        ``_GS_AGREE`` relative in every state; the route adds no guarantee beyond that.
         """
+        first, sweeps = self._settle(np.full(self.m, 1.0 / self.m))
+        point = np.zeros(self.m)
+        point[int(np.argmin(np.where(first > 0.0, first, np.inf)))] = 1.0
+        second, more = self._settle(point)
+        both = (first > 0.0) | (second > 0.0)
+        apart = float(
+            np.max(
+                np.abs(first[both] - second[both]) / np.maximum(first, second)[both],
+                initial=0.0,
+            )
+        )
+        if apart > _GS_AGREE:
+            raise _Stopped(
+                f"gauss-seidel: two starts settled {apart:.2g} apart (a metastable chain)",
+                None,
+                sweeps + more,
+            )
+        return first, sweeps + more
+
+    def _settle(self, x: NDArray[np.float64]) -> tuple[NDArray[np.float64], int]:
+        """Sweep ``x`` (a distribution, overwritten) until it settles; see above."""
         from ._kernels import sor_sweep
 
         At = self.At
-        x = self.best.copy() if self.best is not None else np.full(self.m, 1.0 / self.m)
         changes: list[float] = []
         while True:
             previous = x.copy()
@@ -871,10 +900,11 @@ class _Cascade:
                     else sweeps
                 )
                 if needed > _GS_SWEEPS or sweeps >= _GS_SWEEPS:
+                    # No iterate goes with the refusal: a stopped run is never accepted.
                     raise _Stopped(
                         f"gauss-seidel: {rho:.3g} contraction per sweep would need more "
                         f"than {_GS_SWEEPS} sweeps",
-                        x,
+                        None,
                         sweeps,
                     )
 

@@ -26,7 +26,7 @@ log = logging.getLogger("blastrate.warmup")
 PAPER_WORKLOADS = tuple((c, i) for c in range(1, 5) for i in range(4))
 #: How long the warm-up waits for the process compiling the engine's kernels (s); past it
 #: the process is stopped and the service compiles what is missing itself.
-ENGINE_COMPILE_TIMEOUT_S = 300.0
+ENGINE_COMPILE_TIMEOUT_S = 120.0
 #: Default nets done in less than this (s) were loaded from numba's cache, not compiled:
 #: the engine's kernels then load here sooner than the other process could import them,
 #: so it is stopped.
@@ -72,16 +72,8 @@ def _wait_for(compiler: subprocess.Popen[bytes] | None, nets_s: float) -> None:
         log.warning("engine kernels compile here", extra={"compiler_status": status})
 
 
-def compile_default_nets() -> int:
-    """Solve the paper's workloads once on the default profile (compiling their nets).
-
-    Returns
-    -------
-    int
-        Nets compiled: two (Fig. 1a and Fig. 1b) per workload shape (I, d).
-    """
-    start = time.perf_counter()
-    compiler = _compile_engine_kernels_elsewhere()
+def _solve_default_nets() -> int:
+    """Solve the paper's workloads on the built-in profile; the workload shapes (I)."""
     # The built-in profile, named: a net's shape depends on the workload alone, and
     # leaving the profile unnamed would read the host default from the profile database,
     # making readiness wait on a database that only the profile routes need.
@@ -102,13 +94,33 @@ def compile_default_nets() -> int:
         "phase-type",
     ).to_dict()
     compute_bottleneck(phase_type, {"curve_points": 200})
-    shapes = len({io for _, io in PAPER_WORKLOADS})
-    # The kernels of large chains too (compiled exploration and assembly, the iterative
-    # routes, transient and absorption): a first large /srn/solve once paid for their
-    # compile out of its own solve_timeout_s, and got 422.  Compiled here, they are in
-    # numba's disk cache, where the worker processes load them in milliseconds.  The
-    # other process has compiled them meanwhile: here they load from that cache.
-    _wait_for(compiler, time.perf_counter() - start)
+    return len({io for _, io in PAPER_WORKLOADS})
+
+
+def compile_default_nets() -> int:
+    """Solve the paper's workloads once on the default profile (compiling their nets).
+
+    Returns
+    -------
+    int
+        Nets compiled: two (Fig. 1a and Fig. 1b) per workload shape (I, d).
+    """
+    start = time.perf_counter()
+    compiler = _compile_engine_kernels_elsewhere()
+    try:
+        shapes = _solve_default_nets()
+        # The kernels of large chains too (compiled exploration and assembly, the
+        # iterative routes, transient and absorption): a first large /srn/solve once
+        # paid for their compile out of its own solve_timeout_s, and got 422.  Compiled
+        # here, they are in numba's disk cache, where the worker processes load them in
+        # milliseconds.  The other process has compiled them meanwhile: here they load
+        # from that cache.
+        _wait_for(compiler, time.perf_counter() - start)
+    finally:
+        # A net that failed leaves no compiler running behind the failed warm-up.
+        if compiler is not None and compiler.poll() is None:
+            compiler.kill()
+            compiler.wait()
     kernels_s = srn.load_kernels()
     log.info(
         "default nets compiled",

@@ -173,6 +173,7 @@ def test_markings_are_stored_narrow_and_expressions_still_compute_in_int64(token
     )
     graph = reachability_graph(net)
     assert graph.markings.dtype == dtype
+    assert not graph.markings.flags.writeable  # shared by clones and caches
     assert graph.n_states == tokens + 1
     pi = steady_state(graph.generator()).probabilities
     q = np.arange(tokens + 1, dtype=float)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -44,7 +47,9 @@ def test_the_engine_kernels_compile_in_another_process_during_the_warm_up(
     assert loaded_after_child == [True]
 
 
-def test_a_failed_compiler_process_only_costs_time(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_compiler_process_only_costs_time(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     import app.service.warmup as warmup
 
     monkeypatch.setattr(warmup, "CACHED_NETS_S", 0.0)
@@ -52,8 +57,39 @@ def test_a_failed_compiler_process_only_costs_time(monkeypatch: pytest.MonkeyPat
     loads: list[int] = []
     real_load = srn.load_kernels
     monkeypatch.setattr(srn, "load_kernels", lambda: loads.append(1) or real_load())
-    assert compile_default_nets() == 8
+    with caplog.at_level(logging.WARNING, logger="blastrate.warmup"):
+        assert compile_default_nets() == 8
     assert loads == [1]  # compiled (or loaded) here instead
+    said = [r for r in caplog.records if r.getMessage() == "engine kernels compile here"]
+    assert [getattr(r, "compiler_status", None) for r in said] == [3]
+
+
+def test_a_failed_warm_up_leaves_no_compiler_running(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Found in review: a net that raised left the compiling process running.
+    import app.service.warmup as warmup
+
+    pid_file = tmp_path / "pid"
+    monkeypatch.setattr(
+        warmup,
+        "ENGINE_COMPILE_COMMAND",
+        f"import os, pathlib, time; pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()));"
+        " time.sleep(600)",
+    )
+
+    def failing(*_: object, **__: object) -> None:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the compiler has said who it is
+        raise RuntimeError("a net failed")
+
+    monkeypatch.setattr(warmup, "compute_bottleneck", failing)
+    with pytest.raises(RuntimeError, match="a net failed"):
+        compile_default_nets()
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(pid, 0)
 
 
 def test_with_a_warm_cache_the_compiler_process_is_not_waited_for(
