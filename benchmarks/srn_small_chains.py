@@ -134,7 +134,13 @@ def measure(name: str) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", action="append", help="a chain's name (repeatable)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=chain_names(),
+        metavar="NAME",
+        help=f"a chain (repeatable): {', '.join(chain_names())}",
+    )
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()

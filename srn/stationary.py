@@ -902,7 +902,7 @@ class _Cascade:
                 if needed > _GS_SWEEPS or sweeps >= _GS_SWEEPS:
                     # No iterate goes with the refusal: a stopped run is never accepted.
                     raise _Stopped(
-                        f"gauss-seidel: {rho:.3g} contraction per sweep would need more "
+                        f"gauss-seidel: {rho:.6g} contraction per sweep would need more "
                         f"than {_GS_SWEEPS} sweeps",
                         None,
                         sweeps,
