@@ -180,10 +180,16 @@ def _install_error_handlers(app: FastAPI) -> None:
         if request.method in ("POST", "PUT", "PATCH") and not _is_json(
             request.headers.get("content-type")
         ):
+            sent = request.headers.get("content-type", "")
+            # A PNML file posted as it is: say where it goes.
+            pnml_hint = (
+                '; a PNML document travels inside JSON, as the string member "pnml"'
+                if "xml" in sent.lower()
+                else ""
+            )
             problem = ProblemError(
                 "unsupported-media-type",
-                f"request bodies must be JSON; got Content-Type "
-                f"{request.headers.get('content-type', '')[:80]!r}",
+                f"request bodies must be JSON; got Content-Type {sent[:80]!r}{pnml_hint}",
                 [FieldProblem("header.content-type", "must be application/json")],
             )
         else:

@@ -87,6 +87,18 @@ def test_non_json_bodies_are_415(client: TestClient, problem_of: Any, path: str)
     assert body["errors"][0]["field"] == "header.content-type"
 
 
+def test_a_pnml_file_posted_as_it_is_is_told_where_it_goes(
+    client: TestClient, problem_of: Any
+) -> None:
+    # A newcomer's trial: `curl --data-binary @net.xml -H 'Content-Type: application/xml'`
+    # got "must be JSON" with no word of the "pnml" member that takes the file.
+    r = client.post("/srn/solve", content=b"<pnml/>", headers={"content-type": "application/xml"})
+    body = problem_of(r, 415)
+    assert '"pnml"' in body["detail"]
+    plain = client.post("/srn/solve", content=b"a=1", headers={"content-type": "text/plain"})
+    assert "pnml" not in problem_of(plain, 415)["detail"]
+
+
 @pytest.mark.parametrize("path", POST_ENDPOINTS)
 def test_json_of_the_wrong_shape(client: TestClient, problem_of: Any, path: str) -> None:
     problem_of(client.post(path, json=[1, 2, 3]), 422)
