@@ -840,14 +840,16 @@ class _Cascade:
         wells joined by a path of improbable states) the mass moves between the wells
         by less than ``_GS_SETTLED`` a sweep, and a single run "settles" with the wells'
         masses where its start put them.  So the sweeps run twice: from the uniform
-        distribution, then with all the mass on the state the first run found least
+        distribution, then with half the mass on the state the first run found least
         probable.  The answer stands only if both runs settle and agree to
         ``_GS_AGREE`` relative in every state; the route adds no guarantee beyond that.
         """
         first, sweeps = self._settle(np.full(self.m, 1.0 / self.m))
-        point = np.zeros(self.m)
-        point[int(np.argmin(np.where(first > 0.0, first, np.inf)))] = 1.0
-        second, more = self._settle(point)
+        # Half the mass on one state, half spread: a point mass alone can be swept away
+        # (to zero everywhere) when none of its state's predecessors comes after it.
+        skewed = np.full(self.m, 0.5 / self.m)
+        skewed[int(np.argmin(np.where(first > 0.0, first, np.inf)))] += 0.5
+        second, more = self._settle(skewed)
         both = (first > 0.0) | (second > 0.0)
         apart = float(
             np.max(
@@ -872,8 +874,11 @@ class _Cascade:
         while True:
             previous = x.copy()
             sor_sweep(At.indptr, At.indices, At.data, self.diag, x, 1.0)
-            x /= x.sum()
+            total = float(x.sum())
             sweeps = len(changes) + 1
+            if not (math.isfinite(total) and total > 0.0):
+                raise _Stopped("gauss-seidel: the sweeps lost the distribution", None, sweeps)
+            x /= total
             if sweeps % _CHECK_EVERY == 0:
                 self.check_time()
                 self.report("gauss-seidel", sweeps)
