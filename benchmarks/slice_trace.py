@@ -91,7 +91,7 @@ def _trace_off() -> str:
     _write("events/sched/sched_switch/enable", "0")
     text = (TRACING / "trace").read_text()
     _write("trace", "")
-    _write("tracing_cpumask", format((1 << os.cpu_count()) - 1 if os.cpu_count() else 1, "x"))
+    _write("tracing_cpumask", format((1 << (os.cpu_count() or 1)) - 1, "x"))
     return text
 
 
@@ -112,8 +112,11 @@ def _summary(xs: list[float]) -> dict[str, float]:
 
 def analyse(text: str, pid: int) -> dict[str, Any]:
     """Slices, vacations and sleeps of task ``pid`` from a sched_switch trace."""
-    slices, vacations, sleeps = [], [], []
-    on_since = off_since = None
+    slices: list[float] = []
+    vacations: list[float] = []
+    sleeps: list[float] = []
+    on_since: float | None = None
+    off_since: float | None = None
     preempted = False
     first = last = None
     for m in _SWITCH.finditer(text):
