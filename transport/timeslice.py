@@ -167,6 +167,7 @@ def time_slice_bottleneck_rate(
     settle_s: float = 0.0,
     wakeup_s: float = 0.0,
     wakeup_preemption: bool = False,
+    slice_stages: int = 3,
     rates_bps: NDArray[np.float64] | None = None,
     grid_points: int = 32,
 ) -> TimeSliceResult:
@@ -209,6 +210,11 @@ def time_slice_bottleneck_rate(
         False (the model that was scored, README "Validation"): the vacations come
         regardless of the receiver's own load.  Not the default until a validation run
         has scored it.
+    slice_stages : int, default 3
+        Erlang stages of the slice and of the vacation (coefficient of variation
+        ``1 / sqrt(slice_stages)``).  The kernel's are nearly constant (README,
+        ``benchmarks/slice_trace.py``: CV 0.00-0.12 at C = 2, 3); the chain's cost grows
+        with about the square of the stages (12 stages: 10 times the time of 3).  At most 64.
     rates_bps : ndarray, optional
         Score exactly these rates (bit/s) and take the best of them; default: a grid of
         ``grid_points`` rates over (0, line rate], refined around its best.
@@ -222,6 +228,7 @@ def time_slice_bottleneck_rate(
     size = check.whole_number(file_size_bytes, "file_size_bytes", minimum=1)
     delay = check.positive_real(propagation_delay_s, "propagation_delay_s", "s")
     slice_s = check.positive_real(time_slice_s, "time_slice_s", "s")
+    stages = check.whole_number(slice_stages, "slice_stages", minimum=1, maximum=64, unit="stages")
     alone = Workload(
         cpu_tasks=0, io_tasks=workload.io_tasks, cores=workload.cores, disks=workload.disks
     )
@@ -252,7 +259,7 @@ def time_slice_bottleneck_rate(
         p_k, deviation_s = np.empty(lam.size), np.empty(lam.size)
         backlog, drain = np.empty(lam.size), np.empty(lam.size)
         for i in range(lam.size):  # one small chain per rate
-            env, service = time_slice_environment(c, slice_s, mu * left[i])
+            env, service = time_slice_environment(c, slice_s, mu * left[i], stages=stages)
             queue = ModulatedQueue(
                 env,
                 service,
@@ -317,5 +324,6 @@ def time_slice_bottleneck_rate(
             "settle_s": settle_s,
             "wakeup_s": wakeup,
             "wakeup_preemption": wakeup_preemption,
+            "slice_stages": stages,
         },
     )

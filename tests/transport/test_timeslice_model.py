@@ -173,3 +173,26 @@ def test_a_wakeup_cost_beyond_the_wakeup_is_refused(wakeup_s: float) -> None:
             wakeup_s=wakeup_s,
         )
     assert err.value.parameter == "wakeup_s"
+
+
+def test_near_constant_slices_lose_less_below_capacity_and_the_same_above() -> None:
+    # The kernel's slices are nearly constant (benchmarks/slice_trace.py: CV 0.00-0.12 at
+    # C = 2, 3).  Fewer Erlang stages make them more variable, which carries a large
+    # buffer to K below the mean drain; far above it the mean drain decides alone.
+    kw = {"file_size_bytes": 20_000_000, "propagation_delay_s": 0.1, "time_slice_s": 4e-3}
+    big = PROFILE.replace(buffer_packets=1_500, mu_net=14_000.0)
+    w = Workload(cpu_tasks=3, io_tasks=0)
+    rates = np.array([0.7, 0.85, 2.0]) * 14_000 * 8 * 8 * big.packet_payload_bytes / 4
+    loose = time_slice_bottleneck_rate(w, big, rates_bps=rates, **kw).curve
+    tight = time_slice_bottleneck_rate(w, big, rates_bps=rates, slice_stages=12, **kw).curve
+    assert np.all(tight.stationary_loss[:2] < 0.5 * loose.stationary_loss[:2])
+    np.testing.assert_allclose(tight.stationary_loss[2], loose.stationary_loss[2], rtol=0.02)
+    # The stages reach the queue: its stationary loss built by hand with 12 stages.
+    lam = rates[1] / (8.0 * big.packet_payload_bytes)
+    env, service = time_slice_environment(3.0, 4e-3, 14_000.0, stages=12)
+    queue = ModulatedQueue(env, service, 1_500, 8)
+    p_k = blast_loss_terms(queue, np.array([lam]))[0][0]
+    assert tight.stationary_loss[1] == pytest.approx(p_k, rel=1e-9)
+    with pytest.raises(TransportParameterError) as err:
+        time_slice_bottleneck_rate(w, big, rates_bps=rates, slice_stages=0, **kw)
+    assert err.value.parameter == "slice_stages"
