@@ -840,6 +840,7 @@ def report(result: dict[str, Any]) -> None:
     names = [
         "timeslice",
         "timeslice-sleeps",
+        "timeslice-constant-slices",
         "timeslice-wakeup",
         "timeslice-no-slices",
         "timeslice-stationary",
