@@ -16,7 +16,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,6 +27,7 @@ from conftest import live_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts"
+VIEWPORT = {"width": 1360, "height": 900}
 INSTALL = "apt-get update && apt-get install -y --no-install-recommends chromium"
 
 
@@ -49,6 +52,24 @@ def _rate_text(bps: float) -> str:
     return f"{bps / 1e6:.1f} Mbit/s" if bps < 1e9 else f"{bps / 1e9:.3f} Gbit/s"
 
 
+@contextmanager
+def _opened_page(server: str) -> Iterator[tuple[Any, Any, list[str]]]:
+    """Headless Chromium on the page, ready: (browser, page, the page's script errors)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(server + "/")
+            page.wait_for_selector("body[data-ready=true]")
+            yield browser, page, errors
+        finally:
+            browser.close()
+
+
 def _img_loaded(page, selector: str) -> None:  # type: ignore[no-untyped-def]
     page.wait_for_function(
         "(sel) => { const i = document.querySelector(sel);"
@@ -59,66 +80,53 @@ def _img_loaded(page, selector: str) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_page_form_answer_plots_share_link(server: str) -> None:
-    from playwright.sync_api import sync_playwright
-
     ARTIFACTS.mkdir(exist_ok=True)
     query = "cpu_tasks=2&io_tasks=1&file_size=500MB&propagation_delay=100ms"
     expected = httpx.get(f"{server}/bottleneck-rate?{query}", timeout=60).json()
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1360, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(server + "/")
-            page.wait_for_selector("body[data-ready=true]")
-            page.fill("input[name=cpu_tasks]", "2")
-            page.fill("input[name=io_tasks]", "1")
-            page.fill("input[name=file_size]", "500MB")
-            page.fill("input[name=propagation_delay]", "100ms")
-            page.click("#compute")
-            page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
-            assert page.text_content("#rate") == _rate_text(
-                expected["effective_bottleneck_rate_bps"]
-            )
-            assert page.text_content("#limited") == expected["limited_by"]
-            # The address now carries the inputs: a shareable link.
-            assert "cpu_tasks=2" in page.url and "file_size=500MB" in page.url
-            for kind in ("transfer-time", "loss", "service-time-cdf"):
-                _img_loaded(page, f"#plot-{kind}")
+    with _opened_page(server) as (browser, page, errors):
+        page.fill("input[name=cpu_tasks]", "2")
+        page.fill("input[name=io_tasks]", "1")
+        page.fill("input[name=file_size]", "500MB")
+        page.fill("input[name=propagation_delay]", "100ms")
+        page.click("#compute")
+        page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
+        assert page.text_content("#rate") == _rate_text(expected["effective_bottleneck_rate_bps"])
+        assert page.text_content("#limited") == expected["limited_by"]
+        # The address now carries the inputs: a shareable link.
+        assert "cpu_tasks=2" in page.url and "file_size=500MB" in page.url
+        for kind in ("transfer-time", "loss", "service-time-cdf"):
+            _img_loaded(page, f"#plot-{kind}")
 
-            # Which upgrade helps most (a small ring maximum keeps it quick).
-            page.fill("#whatif-form input[name=max_buffer_packets]", "256")
-            page.click("#whatif-form button")
-            page.wait_for_selector("#whatif-table tbody tr", timeout=60_000)
-            assert page.locator("#whatif-table tbody tr").count() >= 5
-            assert "ethtool -G eth0 rx" in page.text_content("#whatif-out")
+        # Which upgrade helps most (a small ring maximum keeps it quick).
+        page.fill("#whatif-form input[name=max_buffer_packets]", "256")
+        page.click("#whatif-form button")
+        page.wait_for_selector("#whatif-table tbody tr", timeout=60_000)
+        assert page.locator("#whatif-table tbody tr").count() >= 5
+        assert "ethtool -G eth0 rx" in page.text_content("#whatif-out")
 
-            # A sweep: rate against C, one line per I.
-            page.click("#sweep-form button")
-            _img_loaded(page, "#plot-sweep")
-            page.wait_for_selector("#sweep-csv:not([hidden])", timeout=60_000)
-            page.screenshot(path=str(ARTIFACTS / "page.png"), full_page=True)
+        # A sweep: rate against C, one line per I.
+        page.click("#sweep-form button")
+        _img_loaded(page, "#plot-sweep")
+        page.wait_for_selector("#sweep-csv:not([hidden])", timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "page.png"), full_page=True)
 
-            # Opening a share link shows the answer and its plots without a click.
-            shared = browser.new_page(viewport={"width": 1360, "height": 900})
-            link = "cpu_tasks=3&io_tasks=0&file_size=1GB&propagation_delay=50ms"
-            want = httpx.get(f"{server}/bottleneck-rate?{link}", timeout=60).json()
-            shared.goto(f"{server}/?{link}")
-            shared.wait_for_selector("#answer:not([hidden])", timeout=60_000)
-            assert shared.text_content("#rate") == _rate_text(want["effective_bottleneck_rate_bps"])
-            assert shared.input_value("input[name=file_size]") == "1GB"
-            _img_loaded(shared, "#plot-transfer-time")
-            shared.screenshot(path=str(ARTIFACTS / "share-link.png"), full_page=True)
+        # Opening a share link shows the answer and its plots without a click.
+        shared = browser.new_page(viewport=VIEWPORT)
+        link = "cpu_tasks=3&io_tasks=0&file_size=1GB&propagation_delay=50ms"
+        want = httpx.get(f"{server}/bottleneck-rate?{link}", timeout=60).json()
+        shared.goto(f"{server}/?{link}")
+        shared.wait_for_selector("#answer:not([hidden])", timeout=60_000)
+        assert shared.text_content("#rate") == _rate_text(want["effective_bottleneck_rate_bps"])
+        assert shared.input_value("input[name=file_size]") == "1GB"
+        _img_loaded(shared, "#plot-transfer-time")
+        shared.screenshot(path=str(ARTIFACTS / "share-link.png"), full_page=True)
 
-            # The live option degrades with a clear message when /host is not served.
-            if httpx.get(server + "/host", timeout=10).status_code != 200:
-                page.select_option("#profile", "live")
-                page.wait_for_selector("#live-note:not([hidden])")
-                assert re.search(r"not available", page.text_content("#live-note") or "")
-            assert errors == []
-        finally:
-            browser.close()
+        # The live option degrades with a clear message when /host is not served.
+        if httpx.get(server + "/host", timeout=10).status_code != 200:
+            page.select_option("#profile", "live")
+            page.wait_for_selector("#live-note:not([hidden])")
+            assert re.search(r"not available", page.text_content("#live-note") or "")
+        assert errors == []
 
 
 def test_page_explains_itself_and_never_shows_stale_or_broken_parts(server: str) -> None:
@@ -126,8 +134,6 @@ def test_page_explains_itself_and_never_shows_stale_or_broken_parts(server: str)
     results under an error; the host values and the probe's workload never shown; a raw
     loss probability; "end-system" unexplained; no help on task kinds; plot text too
     small; errors in API words that mark no field."""
-    from playwright.sync_api import sync_playwright
-
     svg = httpx.get(
         f"{server}/plots/transfer-time?cpu_tasks=2&io_tasks=1&file_size=500MB"
         "&propagation_delay=100ms",
@@ -135,84 +141,64 @@ def test_page_explains_itself_and_never_shows_stale_or_broken_parts(server: str)
     ).text
     sizes = [float(s) for s in re.findall(r"font-size:\s*([0-9.]+)px", svg)]
     assert sizes and min(sizes) >= 11.5, sizes  # was 9 px (legends) in a 700 px figure
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1360, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(server + "/")
-            page.wait_for_selector("body[data-ready=true]")
-            # Nothing computed yet: no plot, no empty image anywhere.
-            assert not page.is_visible("#plots")
-            assert not page.is_visible("#plot-sweep")
-            assert "CPU-bound" in (page.text_content("#workload-help") or "")
+    with _opened_page(server) as (_browser, page, errors):
+        # Nothing computed yet: no plot, no empty image anywhere.
+        assert not page.is_visible("#plots")
+        assert not page.is_visible("#plot-sweep")
+        assert "CPU-bound" in (page.text_content("#workload-help") or "")
 
-            page.click("#compute")
-            page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
-            assert (page.text_content("#loss") or "").endswith("%")
-            assert "Limited by" in (page.text_content("#limited-why") or "")
-            assert "ring K = 64" in (page.text_content("#host-used") or "")
-            assert not page.is_visible("#plot-sweep")  # the sweep panel, before a sweep
+        page.click("#compute")
+        page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
+        assert (page.text_content("#loss") or "").endswith("%")
+        assert "Limited by" in (page.text_content("#limited-why") or "")
+        assert "ring K = 64" in (page.text_content("#host-used") or "")
+        assert not page.is_visible("#plot-sweep")  # the sweep panel, before a sweep
 
-            # An error replaces the answer, speaks the form's words and marks the field.
-            page.fill("input[name=cores]", "999")
-            page.click("#compute")
-            page.wait_for_selector("#error:not([hidden])", timeout=60_000)
-            message = page.text_content("#error") or ""
-            assert "Cores m: must be at most 256" in message, message
-            assert "query." not in message
-            assert page.get_attribute("input[name=cores]", "aria-invalid") == "true"
-            assert not page.is_visible("#answer") and not page.is_visible("#plots")
-            page.fill("input[name=cores]", "1")
-            page.click("#compute")
-            page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
-            assert page.get_attribute("input[name=cores]", "aria-invalid") is None
-            assert not page.is_visible("#error")
+        # An error replaces the answer, speaks the form's words and marks the field.
+        page.fill("input[name=cores]", "999")
+        page.click("#compute")
+        page.wait_for_selector("#error:not([hidden])", timeout=60_000)
+        message = page.text_content("#error") or ""
+        assert "Cores m: must be at most 256" in message, message
+        assert "query." not in message
+        assert page.get_attribute("input[name=cores]", "aria-invalid") == "true"
+        assert not page.is_visible("#answer") and not page.is_visible("#plots")
+        page.fill("input[name=cores]", "1")
+        page.click("#compute")
+        page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
+        assert page.get_attribute("input[name=cores]", "aria-invalid") is None
+        assert not page.is_visible("#error")
 
-            # Live mode measures the workload: the form's C and I are greyed out and not
-            # carried by the share link.
-            page.select_option("#profile", "live")
-            assert page.is_disabled("input[name=cpu_tasks]")
-            page.click("#compute")
-            page.wait_for_function("() => !document.querySelector('#compute').disabled")
-            assert "cpu_tasks" not in page.url and "profile=live" in page.url
-            if httpx.get(server + "/host", timeout=10).status_code == 200:
-                page.wait_for_selector("#live-workload:not([hidden])", timeout=60_000)
-                assert "The probe found C =" in (page.text_content("#live-workload") or "")
-            page.screenshot(path=str(ARTIFACTS / "page-explained.png"), full_page=True)
-            assert errors == []
-        finally:
-            browser.close()
+        # Live mode measures the workload: the form's C and I are greyed out and not
+        # carried by the share link.
+        page.select_option("#profile", "live")
+        assert page.is_disabled("input[name=cpu_tasks]")
+        page.click("#compute")
+        page.wait_for_function("() => !document.querySelector('#compute').disabled")
+        assert "cpu_tasks" not in page.url and "profile=live" in page.url
+        if httpx.get(server + "/host", timeout=10).status_code == 200:
+            page.wait_for_selector("#live-workload:not([hidden])", timeout=60_000)
+            assert "The probe found C =" in (page.text_content("#live-workload") or "")
+        page.screenshot(path=str(ARTIFACTS / "page-explained.png"), full_page=True)
+        assert errors == []
 
 
 def test_a_stored_profile_gets_its_plots(server: str) -> None:
     """A stored profile (or a stored host default) reached the plot URLs by name, and the
     plot endpoints, which take built-in profiles only, answered 422: no plot ever showed.
     Its values now travel as overrides."""
-    from playwright.sync_api import sync_playwright
-
     values = httpx.get(f"{server}/profiles/sx280-2007", timeout=10).json()
     body = {k: v for k, v in values.items() if k not in ("name", "built_in")}
     put = httpx.put(f"{server}/profiles/page-lab", json={**body, "mu_net": 20_000.0}, timeout=10)
     assert put.status_code in (200, 201), put.text
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-            try:
-                page = browser.new_page(viewport={"width": 1360, "height": 900})
-                errors: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                page.goto(server + "/")
-                page.wait_for_selector("body[data-ready=true]")
-                page.wait_for_selector("#profile option[value=page-lab]", state="attached")
-                page.select_option("#profile", "page-lab")
-                page.click("#compute")
-                page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
-                for kind in ("transfer-time", "loss", "service-time-cdf"):
-                    _img_loaded(page, f"#plot-{kind}")
-                assert errors == []
-            finally:
-                browser.close()
+        with _opened_page(server) as (_browser, page, errors):
+            page.wait_for_selector("#profile option[value=page-lab]", state="attached")
+            page.select_option("#profile", "page-lab")
+            page.click("#compute")
+            page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
+            for kind in ("transfer-time", "loss", "service-time-cdf"):
+                _img_loaded(page, f"#plot-{kind}")
+            assert errors == []
     finally:
         httpx.delete(f"{server}/profiles/page-lab", timeout=10)
