@@ -871,8 +871,9 @@ class _Cascade:
 
         At = self.At
         changes: list[float] = []
+        previous = np.empty_like(x)
         while True:
-            previous = x.copy()
+            np.copyto(previous, x)
             sor_sweep(At.indptr, At.indices, At.data, self.diag, x, 1.0)
             total = float(x.sum())
             sweeps = len(changes) + 1

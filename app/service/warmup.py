@@ -55,18 +55,16 @@ def _compile_engine_kernels_elsewhere() -> subprocess.Popen[bytes] | None:
 
 
 def _wait_for(compiler: subprocess.Popen[bytes] | None, nets_s: float) -> None:
-    """Wait for the compiling process, bounded; its failure only costs time here."""
-    if compiler is None:
-        return
-    if nets_s < CACHED_NETS_S and compiler.poll() is None:
-        compiler.kill()
-        compiler.wait()
+    """Wait for the compiling process, bounded; its failure only costs time here.
+
+    A process still running when this returns (a warm cache, or past the timeout) is
+    stopped by the caller.
+    """
+    if compiler is None or (nets_s < CACHED_NETS_S and compiler.poll() is None):
         return
     try:
-        status = compiler.wait(timeout=ENGINE_COMPILE_TIMEOUT_S)
+        status: int | None = compiler.wait(timeout=ENGINE_COMPILE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        compiler.kill()
-        compiler.wait()
         status = None
     if status != 0:
         log.warning("engine kernels compile here", extra={"compiler_status": status})
@@ -117,7 +115,8 @@ def compile_default_nets() -> int:
         # from that cache.
         _wait_for(compiler, time.perf_counter() - start)
     finally:
-        # A net that failed leaves no compiler running behind the failed warm-up.
+        # Not waited for (a warm cache), past its time, or behind a net that failed: no
+        # compiler is left running.
         if compiler is not None and compiler.poll() is None:
             compiler.kill()
             compiler.wait()
