@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from host import HostProfile, Workload
-from transport import DEFAULT_TIME_SLICE_S, time_slice_bottleneck_rate, workload_bottleneck_rate
+from transport import (
+    DEFAULT_SETTLE_S,
+    time_slice_bottleneck_rate,
+    time_slice_costs,
+    workload_bottleneck_rate,
+)
 
 __all__ = [
     "MAX_ADVICE_WORK",
@@ -176,7 +181,7 @@ class ReceiverAdvisor:
         batch_packets: int,
         cpus: Collection[int],
         workload: Callable[[Collection[int]], Workload],
-        settle_s: float = 0.02,
+        settle_s: float = DEFAULT_SETTLE_S,
         profiles: Callable[[str], tuple[HostProfile, dict[str, Any] | None]] | None = None,
         name: str = "receiver",
     ) -> None:
@@ -206,12 +211,7 @@ class ReceiverAdvisor:
                 profile, provenance = self.profiles(profile_name)
             except LookupError as exc:
                 raise AdviceError("profile", str(exc)) from None
-        slice_s = _provenance_number(provenance, "time_slice_s") or DEFAULT_TIME_SLICE_S
-        kernel_s = _provenance_number(provenance, "kernel_s_per_datagram") or 0.0
-        # The sleep a backlogged receiver skips; a value no wake-up could hold is ignored.
-        wakeup_s = _provenance_number(provenance, "wakeup_s") or 0.0
-        if wakeup_s * profile.mu_net >= 1.0:
-            wakeup_s = 0.0
+        costs = time_slice_costs(provenance, profile)
         k = profile.buffer_packets if self.buffer_packets is None else self.buffer_packets
         # The time-slice chain costs about K * (N * phases)^2 per rate: refuse what would
         # keep this receiver (which serves one sender at a time) busy for seconds.
@@ -241,10 +241,10 @@ class ReceiverAdvisor:
                 host,
                 file_size_bytes=size,
                 propagation_delay_s=delay,
-                time_slice_s=slice_s,
-                kernel_s_per_datagram=kernel_s,
+                time_slice_s=costs.time_slice_s,
+                kernel_s_per_datagram=costs.kernel_s_per_datagram,
                 settle_s=self.settle_s,
-                wakeup_s=wakeup_s,
+                wakeup_s=costs.wakeup_s,
             )
             rate, loss, t = ts.rate_bps, ts.first_round_loss, ts.transfer_time_s
         return RateAdvice(
@@ -257,13 +257,6 @@ class ReceiverAdvisor:
             buffer_packets=host.buffer_packets,
             coalesce_packets=host.coalesce_packets,
             propagation_delay_s=delay,
-            time_slice_s=slice_s,
+            time_slice_s=costs.time_slice_s,
             computed_by=self.name,
         )
-
-
-def _provenance_number(provenance: dict[str, Any] | None, key: str) -> float | None:
-    value = (provenance or {}).get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        return None
-    return float(value)

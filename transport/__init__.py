@@ -65,15 +65,19 @@ from .rbudp import (
     transfer_time_terms,
 )
 from .timeslice import (
+    DEFAULT_SETTLE_S,
     DEFAULT_TIME_SLICE_S,
+    TimeSliceCosts,
     TimeSliceCurve,
     TimeSliceResult,
     time_slice_bottleneck_rate,
+    time_slice_costs,
 )
 
 __all__ = [
     "DEFAULT_HEADER_BYTES",
     "DEFAULT_PACKET_PAYLOAD_BYTES",
+    "DEFAULT_SETTLE_S",
     "DEFAULT_TIME_SLICE_S",
     "MAX_CURVE_POINTS",
     "BottleneckRate",
@@ -82,6 +86,7 @@ __all__ = [
     "NoCompletingRateError",
     "PipelineResult",
     "ReceiveReport",
+    "TimeSliceCosts",
     "TimeSliceCurve",
     "TimeSliceResult",
     "TransferCurve",
@@ -91,6 +96,7 @@ __all__ = [
     "bulk_queue_bottleneck_rate",
     "effective_bottleneck_rate",
     "time_slice_bottleneck_rate",
+    "time_slice_costs",
     "total_size_bytes",
     "transfer_time",
     "transfer_time_terms",

@@ -23,6 +23,7 @@ something, the receiver's settle time.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,17 +37,87 @@ from . import _validation as check
 from .errors import TransportParameterError
 
 __all__ = [
+    "DEFAULT_SETTLE_S",
     "DEFAULT_TIME_SLICE_S",
+    "TimeSliceCosts",
     "TimeSliceCurve",
     "TimeSliceResult",
     "competitors_per_core",
     "time_slice_bottleneck_rate",
+    "time_slice_costs",
 ]
 
 #: The kernel's default slice where none was calibrated: EEVDF's base slice of 0.75 ms
 #: scaled by 1 + log2(CPUs) on a two-CPU host (s).
 DEFAULT_TIME_SLICE_S = 1.5e-3
+#: The receiver's wait for stragglers after a lossy blast where none is given (s): what
+#: ``blastrate receive`` waits by default.
+DEFAULT_SETTLE_S = 0.02
 _MAX_ROUNDS = 1000
+
+
+@dataclass(frozen=True)
+class TimeSliceCosts:
+    """The time-slice model's calibrated inputs (s), as :func:`time_slice_costs` reads them.
+
+    Attributes
+    ----------
+    time_slice_s : float
+        The scheduler's slice (s).
+    kernel_s_per_datagram : float
+        The kernel's CPU time per datagram on the receiver's CPU (s).
+    wakeup_s : float
+        A wake-up's cost beyond its datagrams' (s).
+    """
+
+    time_slice_s: float = DEFAULT_TIME_SLICE_S
+    kernel_s_per_datagram: float = 0.0
+    wakeup_s: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        """JSON-ready form (the keywords of :func:`time_slice_bottleneck_rate`)."""
+        return {
+            "time_slice_s": self.time_slice_s,
+            "kernel_s_per_datagram": self.kernel_s_per_datagram,
+            "wakeup_s": self.wakeup_s,
+        }
+
+
+def time_slice_costs(provenance: Mapping[str, Any] | None, profile: HostProfile) -> TimeSliceCosts:
+    """The time-slice model's calibrated inputs from a stored profile's provenance.
+
+    ``blastrate calibrate`` stores the scheduler's slice as ``time_slice_s``; a
+    calibration on the link itself (``benchmarks/validate_transfer.py``) also stores
+    ``kernel_s_per_datagram`` and ``wakeup_s``.  What is absent, not a positive number,
+    or (for ``wakeup_s``) not below a whole wake-up's time ``1 / mu_net`` falls back to
+    the default: :data:`DEFAULT_TIME_SLICE_S`, 0 and 0.
+
+    Parameters
+    ----------
+    provenance : mapping or None
+        The provenance stored with the profile (None for a built-in profile).
+    profile : HostProfile
+        The profile as it will be used (its ``mu_net``, 1/s, bounds ``wakeup_s``).
+
+    Returns
+    -------
+    TimeSliceCosts
+    """
+
+    def number(key: str) -> float | None:
+        value = (provenance or {}).get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            return None
+        return float(value) if np.isfinite(value) else None
+
+    wakeup = number("wakeup_s") or 0.0
+    if wakeup * profile.mu_net >= 1.0:
+        wakeup = 0.0  # no wake-up can cost more than its whole time
+    return TimeSliceCosts(
+        time_slice_s=number("time_slice_s") or DEFAULT_TIME_SLICE_S,
+        kernel_s_per_datagram=number("kernel_s_per_datagram") or 0.0,
+        wakeup_s=wakeup,
+    )
 
 
 def competitors_per_core(cpu_tasks: int, cores: int) -> float:

@@ -103,6 +103,14 @@ _METHOD_OPTIONS: list[Callable[[Any], Any]] = [
         show_default=True,
         help="NIC service-time model (exponential is the paper's).",
     ),
+    click.option(
+        "--model",
+        type=click.Choice(["paper", "timeslice"]),
+        default="paper",
+        show_default=True,
+        help="Receiver model: the paper's, or the time-slice model that "
+        "`send --rate auto` uses (with the profile's calibrated slice and costs).",
+    ),
     server_option,
     timeout_option,
     max_states_option,
@@ -169,17 +177,30 @@ def bottleneck(args: MethodArgs, options: dict[str, Any], label: str) -> dict[st
             "host": {k: v for k, v in host.items() if v is not None},
             "transfer": transfer,
             "nic_service": args["nic_service"],
+            "model": args["model"],
             **options,
         }
         timeout = args["timeout"] or DEFAULT_SERVER_TIMEOUT_S
         return request(args["server"], "POST", "/bottleneck-rate", timeout, json=body)
 
-    from app.operations.whole_method import resolve_inputs, state_count
+    from app.operations.whole_method import resolve_inputs, state_count, time_slice_work
     from app.settings import Settings
+    from datamover.advice import MAX_ADVICE_WORK
 
     with library_errors():
-        inputs = resolve_inputs(workload, host, transfer, args["nic_service"]).to_dict()
+        inputs = resolve_inputs(
+            workload, host, transfer, args["nic_service"], args["model"]
+        ).to_dict()
         states = state_count(inputs)
+    work = time_slice_work(inputs)
+    if work > MAX_ADVICE_WORK:
+        raise CliError(
+            f"--buffer-packets: K={inputs['host']['buffer_packets']} with "
+            f"N={inputs['host']['coalesce_packets']} needs about {work:.3g} operations per "
+            f"rate in the time-slice model, more than max_advice_work={MAX_ADVICE_WORK:g}; "
+            "use a smaller --buffer-packets or --coalesce-packets, or --model paper",
+            EXIT_MODEL,
+        )
     max_states = args["max_states"] or Settings().max_states
     if states > max_states:
         raise CliError(

@@ -27,7 +27,11 @@ def rate_summary(body: dict[str, Any]) -> str:
             f"{seconds_text(body['transfer_time_s'])} for {si_text(t['file_size_bytes'], 'B')} "
             f"with {seconds_text(t['propagation_delay_s'])} one-way delay",
         ),
-        ("loss probability", f"{body['loss_probability']:.3e}"),
+        (
+            "loss probability",
+            f"{body['loss_probability']:.3e}"
+            + (" (first blast)" if inputs.get("model") == "timeslice" else ""),
+        ),
         ("rounds", str(body["rounds"])),
         ("interrupt service rate", _per_second(body["interrupt_service_rate_per_s"])),
         (
@@ -40,6 +44,7 @@ def rate_summary(body: dict[str, Any]) -> str:
             f"line {si_text(h['line_rate_bps'], 'bit/s')}, payload "
             f"{h['packet_payload_bytes']} B, NIC service {inputs['nic_service']}",
         ),
+        ("model", _model_text(inputs)),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
@@ -64,3 +69,16 @@ def _per_second(rate: float) -> str:
     """A rate in 1/s: grouped digits from 100 up, else three significant digits (a
     rate of 1e-6 /s printed as "0.0 /s")."""
     return f"{rate:,.1f} /s" if rate >= 100 else f"{rate:.3g} /s"
+
+
+def _model_text(inputs: dict[str, Any]) -> str:
+    """The receiver model and, for the time-slice model, its calibrated inputs."""
+    model = inputs.get("model", "paper")
+    if model != "timeslice":
+        return "paper (processor sharing, stationary loss)"
+    ts = inputs["time_slice"]
+    return (
+        f"timeslice: slice {seconds_text(ts['time_slice_s'])}, kernel "
+        f"{seconds_text(ts['kernel_s_per_datagram'])}/datagram, wake-up "
+        f"{seconds_text(ts['wakeup_s'])}, settle {seconds_text(ts['settle_s'])}"
+    )

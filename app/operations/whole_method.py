@@ -30,6 +30,7 @@ from host.store import default_store
 
 __all__ = [
     "HOST_FIELDS",
+    "MODELS",
     "MethodInputs",
     "compute_bottleneck",
     "compute_service_time",
@@ -39,6 +40,7 @@ __all__ = [
     "resolve_inputs",
     "run_method",
     "state_count",
+    "time_slice_work",
 ]
 
 # The bottleneck search evaluates the loss at about 500 rates per pass and at most about
@@ -58,19 +60,30 @@ HOST_FIELDS = (
 )
 
 
+#: The receiver models a rate answer can come from: the paper's (processor sharing, the
+#: stationary loss) or the time-slice model of :mod:`transport.timeslice`.
+MODELS = ("paper", "timeslice")
+
+
 @dataclass(frozen=True)
 class MethodInputs:
-    """Normalised inputs of the method (SI units, profile values filled in)."""
+    """Normalised inputs of the method (SI units, profile values filled in).
+
+    ``time_slice`` holds the time-slice model's calibrated inputs (with ``model ==
+    "timeslice"`` only).
+    """
 
     workload: Workload
     host: HostProfile
     file_size_bytes: int | None = None
     propagation_delay_s: float | None = None
     nic_service: str = "exponential"
+    model: str = "paper"
+    time_slice: transport.TimeSliceCosts | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: ``workload``, ``host`` (with ``profile``), ``transfer``,
-        ``nic_service``."""
+        ``nic_service``, ``model`` and, for the time-slice model, ``time_slice``."""
         host = self.host.to_dict()
         host = {"profile": host.pop("name"), **host}
         out: dict[str, Any] = {"workload": self.workload.to_dict(), "host": host}
@@ -80,6 +93,12 @@ class MethodInputs:
                 "propagation_delay_s": self.propagation_delay_s,
             }
             out["nic_service"] = self.nic_service
+            out["model"] = self.model
+            if self.time_slice is not None:
+                out["time_slice"] = {
+                    **self.time_slice.to_dict(),
+                    "settle_s": transport.DEFAULT_SETTLE_S,
+                }
         return out
 
 
@@ -106,6 +125,8 @@ def resolve_inputs(
     host: Mapping[str, Any],
     transfer: Mapping[str, Any] | None = None,
     nic_service: str = "exponential",
+    model: str = "paper",
+    provenance: Mapping[str, Any] | None = None,
 ) -> MethodInputs:
     """Validate and normalise the inputs of the method.
 
@@ -122,6 +143,13 @@ def resolve_inputs(
         service time alone.
     nic_service : {"exponential", "phase-type"}
         The NIC's service-time model.
+    model : {"paper", "timeslice"}
+        The receiver's model (:data:`MODELS`); the time-slice model takes the
+        exponential NIC service only.
+    provenance : dict, optional
+        The provenance stored with ``host["profile"]`` when that is a profile already
+        fetched (for the time-slice model's calibrated inputs,
+        :func:`transport.time_slice_costs`); a named profile's is read here.
 
     Raises
     ------
@@ -145,12 +173,29 @@ def resolve_inputs(
         raise transport.TransportParameterError(
             "nic_service", f"must be 'exponential' or 'phase-type', got {nic_service!r}"
         )
+    if model not in MODELS:
+        raise transport.TransportParameterError(
+            "model", f"must be one of {', '.join(MODELS)}, got {model!r}"
+        )
+    costs = None
+    if model == "timeslice":
+        if nic_service != "exponential":
+            raise transport.TransportParameterError(
+                "nic_service", "the time-slice model takes the exponential NIC service only"
+            )
+        if not isinstance(named, HostProfile):
+            store = default_store()
+            entry = store.default_entry() if named is None else store.entry(named)
+            provenance = entry.provenance
+        costs = transport.time_slice_costs(provenance, profile)
     return MethodInputs(
         load,
         profile,
         int(transfer["file_size_bytes"]),
         float(transfer["propagation_delay_s"]),
         nic_service,
+        model,
+        costs,
     )
 
 
@@ -176,6 +221,17 @@ def queue_work(inputs: Mapping[str, Any], states: int) -> float:
             _RATES_PER_SEARCH * levels * states * states * inputs["host"]["coalesce_packets"]
         )
     return float(_RATES_PER_SEARCH * levels)
+
+
+def time_slice_work(inputs: Mapping[str, Any]) -> float:
+    """Rough work of one time-slice search, ``K * (7 (N + 1))^2`` (0 for the paper's
+    model): compared with :data:`datamover.MAX_ADVICE_WORK`, as a receiver does."""
+    if inputs.get("model") != "timeslice":
+        return 0.0
+    host = inputs["host"]
+    k = int(host["buffer_packets"])
+    n = min(int(host["coalesce_packets"]), k)
+    return float(k * (7 * (n + 1)) ** 2)
 
 
 def _objects(inputs: Mapping[str, Any]) -> tuple[Workload, HostProfile]:
@@ -214,6 +270,14 @@ def compute_bottleneck(inputs: Mapping[str, Any], options: Mapping[str, Any]) ->
         When no sending rate lets the transfer complete.
     """
     workload, host = _objects(inputs)
+    if inputs.get("model") == "timeslice":
+        return _time_slice_answer(workload, host, inputs, options)
+    return _paper_answer(workload, host, inputs, options)
+
+
+def _paper_answer(
+    workload: Workload, host: HostProfile, inputs: Mapping[str, Any], options: Mapping[str, Any]
+) -> dict[str, Any]:
     transfer = inputs["transfer"]
     result = transport.workload_bottleneck_rate(
         workload,
@@ -236,22 +300,76 @@ def compute_bottleneck(inputs: Mapping[str, Any], options: Mapping[str, Any]) ->
     if options.get("include_curve"):
         body["curve"] = best.curve.to_dict()
     if options.get("include_service_time"):
-        service = result.service
-        times = np.asarray(service.times_s, dtype=float)
-        cdf = np.asarray(service.cdf, dtype=float)
-        points = int(options.get("service_time_points", len(times)))
-        if points != len(times):
-            times = np.linspace(0.0, float(times[-1]), points)
-            cdf = np.asarray(service.cdf_at(times), dtype=float)
-        body["service_time"] = {
-            "mean_s": service.mean_s,
-            "variance_s2": service.variance_s2,
-            "rate_per_s": service.rate_per_s,
-            "quantiles": _quantiles(service.quantiles_s),
-            "times_s": times.tolist(),
-            "cdf": _floats(cdf),
-        }
+        body["service_time"] = _service_time_summary(result.service, options)
     return body
+
+
+def _time_slice_answer(
+    workload: Workload, host: HostProfile, inputs: Mapping[str, Any], options: Mapping[str, Any]
+) -> dict[str, Any]:
+    transfer = inputs["transfer"]
+    costs = inputs["time_slice"]
+    result = transport.time_slice_bottleneck_rate(
+        workload,
+        host,
+        file_size_bytes=transfer["file_size_bytes"],
+        propagation_delay_s=transfer["propagation_delay_s"],
+        time_slice_s=costs["time_slice_s"],
+        kernel_s_per_datagram=costs["kernel_s_per_datagram"],
+        settle_s=costs["settle_s"],
+        wakeup_s=costs["wakeup_s"],
+    )
+    curve = result.curve
+    best = int(np.argmin(np.abs(curve.rate_bps - result.rate_bps)))
+    body: dict[str, Any] = {
+        "effective_bottleneck_rate_bps": result.rate_bps,
+        "transfer_time_s": result.transfer_time_s,
+        # The loss that decides the time-slice model's answer: the first blast's.
+        "loss_probability": result.first_round_loss,
+        # The receiver's wake-up rate while it holds the CPU (stage 1 without the C
+        # CPU-bound tasks, which the scheduler's slices stand for).
+        "interrupt_service_rate_per_s": result.service_rate_per_s,
+        "limited_by": "line-rate"
+        if result.rate_bps >= host.line_rate_bps * (1 - 1e-9)
+        else "end-system",
+        "rounds": int(curve.rounds[best]),
+        "inputs": dict(inputs),
+    }
+    if options.get("include_curve"):
+        finite = np.isfinite(curve.transfer_time_s)
+        body["curve"] = {
+            "send_rate_bps": _floats(curve.rate_bps),
+            "total_s": [
+                float(t) if ok else None
+                for t, ok in zip(curve.transfer_time_s, finite, strict=True)
+            ],
+            "loss": _floats(curve.first_round_loss),
+            "completes": [bool(ok) for ok in finite],
+        }
+    if options.get("include_service_time"):
+        # The workload's interrupt service time as the paper defines it (all C tasks
+        # shared), for comparison; the model above used the receiver's own rate.
+        service = interrupt_service_time(workload, host)
+        body["service_time"] = _service_time_summary(service, options)
+    return body
+
+
+def _service_time_summary(service: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``service_time`` member from an interrupt service time (stage 1 of the paper)."""
+    times = np.asarray(service.times_s, dtype=float)
+    cdf = np.asarray(service.cdf, dtype=float)
+    points = int(options.get("service_time_points", len(times)))
+    if points != len(times):
+        times = np.linspace(0.0, float(times[-1]), points)
+        cdf = np.asarray(service.cdf_at(times), dtype=float)
+    return {
+        "mean_s": service.mean_s,
+        "variance_s2": service.variance_s2,
+        "rate_per_s": service.rate_per_s,
+        "quantiles": _quantiles(service.quantiles_s),
+        "times_s": times.tolist(),
+        "cdf": _floats(cdf),
+    }
 
 
 def compute_service_time(inputs: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:

@@ -240,6 +240,14 @@ class TransferRequest(RequestModel):
 
 
 NicService = Literal["exponential", "phase-type"]
+ReceiverModel = Literal["paper", "timeslice"]
+_MODEL_DOC = (
+    "The receiver's model: `paper` (the default: processor sharing with the C tasks and "
+    "the stationary loss of the NIC queue, the paper's method) or `timeslice` (the "
+    "scheduler's slices and finite blasts, what `blastrate send --rate auto` uses; "
+    "docs/conventions.md §5).  With `timeslice`, `loss_probability` is the first blast's "
+    "and the calibrated slice, kernel and wake-up costs come from the profile's provenance."
+)
 
 _SIZE_DOC = "bytes, or with a unit: `500MB`, `1.5GiB`, `1468B` (1 MB = 10^6 B)"
 
@@ -329,6 +337,7 @@ class BottleneckQuery(BaseModel):
         default="exponential",
         description="NIC service model: exponential (the paper's) or phase-type.",
     )
+    model: ReceiverModel = Field(default="paper", description=_MODEL_DOC)
 
 
 def query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
@@ -383,6 +392,7 @@ class BottleneckRateRequest(RequestModel):
         description="NIC service-time model: the paper's exponential approximation with "
         "rate 1/E[S], or the full phase-type distribution.",
     )
+    model: ReceiverModel = Field(default="paper", description=_MODEL_DOC)
     include_curve: Flag = Field(default=False, description="Return the curve T(B_send).")
     curve_points: int = Field(
         default=200,
@@ -422,6 +432,17 @@ class TransferInputs(ResponseModel):
     propagation_delay_s: float
 
 
+class TimeSliceInputs(ResponseModel):
+    """The time-slice model's calibrated inputs (s), from the profile's provenance."""
+
+    time_slice_s: float = Field(description="The scheduler's slice (s).")
+    kernel_s_per_datagram: float = Field(
+        description="The kernel's CPU time per datagram on the receiver's CPU (s)."
+    )
+    wakeup_s: float = Field(description="A wake-up's cost beyond its datagrams' (s).")
+    settle_s: float = Field(description="The receiver's wait for stragglers (s).")
+
+
 class BottleneckInputs(ResponseModel):
     """Every input, normalised to SI units, profile values included."""
 
@@ -429,6 +450,10 @@ class BottleneckInputs(ResponseModel):
     host: HostInputs
     transfer: TransferInputs
     nic_service: NicService
+    model: ReceiverModel
+    time_slice: TimeSliceInputs | None = Field(
+        default=None, description="With `model=timeslice`: its calibrated inputs."
+    )
 
 
 class CurveModel(ResponseModel):

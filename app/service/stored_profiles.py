@@ -7,6 +7,7 @@ done in a worker thread so that the event loop never waits on the database.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import anyio.to_thread
 
@@ -16,7 +17,7 @@ from host.store import ProfileStore, ProfileStoreError, host_default_writes
 
 from .state import ServiceState
 
-__all__ = ["fetch_profile", "profile_store", "storage_problem"]
+__all__ = ["fetch_profile", "fetch_provenance", "profile_store", "storage_problem"]
 
 #: Seconds a client is told to wait when the profile database is unavailable.
 RETRY_AFTER_S = 5
@@ -64,6 +65,19 @@ async def fetch_profile(state: ServiceState, name: str | None) -> HostProfile:
         return built_in
     profile: HostProfile = await anyio.to_thread.run_sync(store.get, name)
     return profile
+
+
+async def fetch_provenance(state: ServiceState, name: str | None) -> dict[str, Any] | None:
+    """The provenance stored with profile ``name`` (None: this host's default), read in a
+    thread; None for a built-in profile, which has none.  Raises as :func:`fetch_profile`.
+    """
+    store = profile_store(state)
+    if name is None:
+        name = await _default_name(state, store)
+    if name in HOST_PROFILES:
+        return None
+    entry = await anyio.to_thread.run_sync(store.entry, name)
+    return entry.provenance
 
 
 async def _default_name(state: ServiceState, store: ProfileStore) -> str:

@@ -196,3 +196,19 @@ def test_near_constant_slices_lose_less_below_capacity_and_the_same_above() -> N
     with pytest.raises(TransportParameterError) as err:
         time_slice_bottleneck_rate(w, big, rates_bps=rates, slice_stages=0, **kw)
     assert err.value.parameter == "slice_stages"
+
+
+def test_time_slice_costs_read_a_calibration_and_fall_back_to_the_defaults() -> None:
+    # The keys blastrate calibrate and validate_transfer.py store; anything not a positive
+    # finite number is the default, and a wake-up may not cost its whole time 1/mu_net.
+    from transport import DEFAULT_TIME_SLICE_S, TimeSliceCosts, time_slice_costs
+
+    profile = host_profile("sx280-2007")  # mu_net 41,600/s: a wake-up lasts 24 us
+    assert time_slice_costs(None, profile) == TimeSliceCosts(DEFAULT_TIME_SLICE_S, 0.0, 0.0)
+    given = {"time_slice_s": 0.004, "kernel_s_per_datagram": 9e-6, "wakeup_s": 1e-5}
+    assert time_slice_costs(given, profile).to_dict() == given
+    bad = {"time_slice_s": -1, "kernel_s_per_datagram": True, "wakeup_s": 1e-3}
+    assert time_slice_costs(bad, profile) == TimeSliceCosts()
+    assert time_slice_costs({"time_slice_s": float("inf")}, profile).time_slice_s == (
+        DEFAULT_TIME_SLICE_S
+    )

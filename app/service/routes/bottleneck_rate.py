@@ -25,6 +25,7 @@ from app.operations.whole_method import (
     resolve_inputs,
     run_method,
     state_count,
+    time_slice_work,
 )
 from app.schemas.bodies import (
     MAX_DELAY_S,
@@ -42,7 +43,8 @@ from app.schemas.problems import FieldProblem, ProblemError, only_sent_fields, t
 from app.schemas.units import QuantityError, parse_bitrate, parse_duration, parse_size
 from app.service.live import latest_probe, live_host_overrides, live_workload
 from app.service.state import ServiceState, respond, service
-from app.service.stored_profiles import fetch_profile
+from app.service.stored_profiles import fetch_profile, fetch_provenance
+from datamover.advice import MAX_ADVICE_WORK
 from host import HOST_PROFILES
 
 from .access import check_token
@@ -151,6 +153,27 @@ async def _answer(
                 ],
             )
         heavy = queue_work(inputs, states) > limits.inprocess_max_queue_work
+        work = time_slice_work(inputs)
+        if work > MAX_ADVICE_WORK:
+            raise ProblemError(
+                "limit-exceeded",
+                f"the time-slice model's chain needs about {work:.3g} operations per rate "
+                f"(K (7 (N + 1))^2); max_advice_work={MAX_ADVICE_WORK:g}",
+                [
+                    FieldProblem(
+                        prefix + aliases.get(name, name),
+                        "NIC buffer or batch too large for the time-slice model "
+                        "(model=paper has no such limit)",
+                        "max_advice_work",
+                        MAX_ADVICE_WORK,
+                        work,
+                    )
+                    for name in ("buffer_packets", "coalesce_packets")
+                ],
+            )
+        # The time-slice search solves a chain per rate (a tenth of a second and more):
+        # a worker process, where the wall-time limit can stop it.
+        heavy = heavy or work > 0
     payload = {
         "function": function,
         "inputs": inputs,
@@ -270,6 +293,9 @@ async def get_bottleneck_rate(request: Request) -> Response:
                 MAX_DELAY_S,
                 "s",
             )
+            provenance = (
+                await fetch_provenance(state, q.profile) if q.model == "timeslice" else None
+            )
             host = {
                 "profile": await fetch_profile(state, q.profile),
                 "mu_io_cpu": q.mu_io_cpu,
@@ -290,6 +316,8 @@ async def get_bottleneck_rate(request: Request) -> Response:
                     "propagation_delay_s": delay,
                 },
                 q.nic_service,
+                q.model,
+                provenance,
             ).to_dict()
         return await _answer(
             request,
@@ -329,12 +357,19 @@ async def post_bottleneck_rate(body: BottleneckRateRequest, request: Request) ->
             )
         with translated_errors(_BODY_FIELDS, "body."):
             host = body.host.model_dump()
+            provenance = (
+                await fetch_provenance(state, host["profile"])
+                if body.model == "timeslice"
+                else None
+            )
             host["profile"] = await fetch_profile(state, host["profile"])
             inputs = resolve_inputs(
                 body.workload.model_dump(),
                 host,
                 body.transfer.model_dump(),
                 body.nic_service,
+                body.model,
+                provenance,
             ).to_dict()
         options = {
             "curve_points": body.curve_points,

@@ -214,3 +214,53 @@ def test_an_unusable_profile_database_is_one_line_naming_the_setting(
     assert "internal error" not in result.stderr
     named = invoke("rate", *RATE, "--profile", "sx280-2007")
     assert named.exit_code == EXIT_OK, named.stderr
+
+
+def test_rate_model_timeslice_uses_the_default_profiles_calibration(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Issue #21: --model timeslice computes what `send --rate auto` would, from the host
+    # default's calibrated slice and costs; reference: the library called directly.
+    from host import host_profile
+    from host.store import ProfileStore
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setenv("BLASTRATE_DATABASE_URL", url)
+    store = ProfileStore(url)
+    lab = host_profile("sx280-2007").replace(name="lab-3", mu_net=12_000.0, buffer_packets=92)
+    calibration = {"time_slice_s": 0.004, "kernel_s_per_datagram": 5e-6, "wakeup_s": 1e-5}
+    store.put(lab, provenance=calibration)
+    store.set_default("lab-3")
+    argv = ["-C", "2", "-I", "0", "--file-size", "20MB", "--delay", "10ms"]
+    result = invoke("rate", *argv, "--model", "timeslice", "--json")
+    assert result.exit_code == 0, result.stderr
+    body = json.loads(result.stdout)
+    expected = transport.time_slice_bottleneck_rate(
+        Workload(cpu_tasks=2, io_tasks=0),
+        lab,
+        file_size_bytes=20_000_000,
+        propagation_delay_s=0.01,
+        settle_s=transport.DEFAULT_SETTLE_S,
+        **calibration,
+    )
+    assert body["effective_bottleneck_rate_bps"] == expected.rate_bps
+    assert body["loss_probability"] == expected.first_round_loss
+    assert body["inputs"]["model"] == "timeslice"
+    assert body["inputs"]["time_slice"]["time_slice_s"] == 0.004
+    text = invoke("rate", *argv, "--model", "timeslice").stdout
+    assert "timeslice: slice 4 ms" in text and "(first blast)" in text
+    paper = json.loads(invoke("rate", *argv, "--json").stdout)
+    assert paper["inputs"]["model"] == "paper" and "time_slice" not in paper["inputs"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--nic-service", "phase-type"], "--nic-service: the time-slice model takes"),
+        (["--buffer-packets", "5000", "--coalesce-packets", "64"], "--buffer-packets: K=5000"),
+    ],
+)
+def test_rate_model_timeslice_refusals_name_the_option(extra: list[str], message: str) -> None:
+    result = invoke("rate", *RATE, "--profile", "sx280-2007", "--model", "timeslice", *extra)
+    assert result.exit_code in (EXIT_USAGE, EXIT_MODEL), result.stderr
+    assert result.stderr.startswith(f"blastrate: error: {message}")

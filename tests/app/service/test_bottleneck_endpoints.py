@@ -55,6 +55,7 @@ def test_inputs_are_normalised_to_si_with_profile_values(client: TestClient) -> 
         },
         "transfer": {"file_size_bytes": 500_000_000, "propagation_delay_s": 0.1},
         "nic_service": "exponential",
+        "model": "paper",
     }
     assert body["effective_bottleneck_rate_bps"] <= 950e6
 

@@ -1,0 +1,182 @@
+"""``model=`` on /bottleneck-rate: the paper's model (the default) and the time-slice model.
+
+Issue #21 asks for the receiver's model on every rate endpoint, so that a tool that asks
+the service gets the number ``blastrate send --rate auto`` would use.  References: the
+library's :func:`transport.time_slice_bottleneck_rate` called directly with the stored
+profile's calibration, and the receiver's own advice (:class:`datamover.ReceiverAdvisor`),
+the path ``send --rate auto`` takes; both must agree exactly (same inputs, same code).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+import transport
+from datamover import ReceiverAdvisor
+from host import HostProfile, Workload, host_profile
+
+LAB = HostProfile(
+    name="lab",
+    mu_io_cpu=20_000.0,
+    mu_disk=10_000.0,
+    mu_net=12_000.0,
+    buffer_packets=92,
+    coalesce_packets=8,
+    line_rate_bps=7e8,
+    packet_payload_bytes=1468,
+)
+CALIBRATION = {"time_slice_s": 0.0035, "kernel_s_per_datagram": 9e-6, "wakeup_s": 1.2e-5}
+QUERY = {"cpu_tasks": 2, "io_tasks": 0, "file_size": "20MB", "propagation_delay": "10ms"}
+
+
+@pytest.fixture
+def api(make_client: Callable[..., TestClient], tmp_path: Path) -> TestClient:
+    client = make_client(database_url=f"sqlite:///{tmp_path / 'profiles.db'}")
+    values = {k: v for k, v in LAB.to_dict().items() if k != "name"}
+    put = client.put("/profiles/lab", json={**values, "provenance": CALIBRATION})
+    assert put.status_code == 201, put.text
+    return client
+
+
+def _library(workload: Workload, profile: HostProfile, costs: dict[str, float]) -> Any:
+    return transport.time_slice_bottleneck_rate(
+        workload,
+        profile,
+        file_size_bytes=20_000_000,
+        propagation_delay_s=0.01,
+        settle_s=transport.DEFAULT_SETTLE_S,
+        **costs,
+    )
+
+
+def test_timeslice_is_the_librarys_answer_with_the_profiles_calibration(api: TestClient) -> None:
+    r = api.get("/bottleneck-rate", params={**QUERY, "profile": "lab", "model": "timeslice"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    expected = _library(Workload(cpu_tasks=2, io_tasks=0), LAB, CALIBRATION)
+    assert body["effective_bottleneck_rate_bps"] == expected.rate_bps
+    assert body["transfer_time_s"] == expected.transfer_time_s
+    assert body["loss_probability"] == expected.first_round_loss
+    assert body["interrupt_service_rate_per_s"] == expected.service_rate_per_s
+    assert body["inputs"]["model"] == "timeslice"
+    assert body["inputs"]["time_slice"] == {**CALIBRATION, "settle_s": transport.DEFAULT_SETTLE_S}
+    # The calibration matters: the built-in defaults give another answer here.
+    default = _library(Workload(cpu_tasks=2, io_tasks=0), LAB, {})
+    assert default.rate_bps != expected.rate_bps or default.transfer_time_s != pytest.approx(
+        expected.transfer_time_s, rel=1e-6
+    )
+
+
+def test_timeslice_agrees_with_the_receivers_advice(api: TestClient) -> None:
+    # send --rate auto asks the receiver, which computes with its own profile, K, N and
+    # workload: given the same, the service answers the same rate.
+    advisor = ReceiverAdvisor(
+        lambda: (LAB, CALIBRATION),
+        buffer_packets=92,
+        batch_packets=8,
+        cpus={0},
+        workload=lambda cpus: Workload(cpu_tasks=2, io_tasks=0, cores=1, disks=1),
+    )
+    advice = advisor(20_000_000, {"propagation_delay_s": 0.01, "model": "timeslice"})
+    body = api.get(
+        "/bottleneck-rate", params={**QUERY, "profile": "lab", "model": "timeslice"}
+    ).json()
+    assert body["effective_bottleneck_rate_bps"] == advice.rate_bps
+    assert body["loss_probability"] == advice.predicted_loss
+    assert body["transfer_time_s"] == advice.predicted_time_s
+
+
+def test_paper_is_the_default_and_its_answer_is_unchanged(api: TestClient) -> None:
+    plain = api.get("/bottleneck-rate", params=QUERY).json()
+    paper = api.get("/bottleneck-rate", params={**QUERY, "model": "paper"}).json()
+    assert plain == paper and plain["inputs"]["model"] == "paper"
+    assert "time_slice" not in plain["inputs"]
+    expected = transport.workload_bottleneck_rate(
+        Workload(cpu_tasks=2, io_tasks=0),
+        host_profile("sx280-2007"),
+        file_size_bytes=20_000_000,
+        propagation_delay_s=0.01,
+    )
+    assert plain["effective_bottleneck_rate_bps"] == expected.bottleneck.rate_bps
+
+
+def test_post_matches_get_with_curve_and_service_time(api: TestClient) -> None:
+    got = api.get("/bottleneck-rate", params={**QUERY, "profile": "lab", "model": "timeslice"})
+    posted = api.post(
+        "/bottleneck-rate",
+        json={
+            "workload": {"cpu_tasks": 2, "io_tasks": 0},
+            "host": {"profile": "lab"},
+            "transfer": {"file_size_bytes": 20_000_000, "propagation_delay_s": 0.01},
+            "model": "timeslice",
+            "include_curve": True,
+            "include_service_time": True,
+        },
+    )
+    assert posted.status_code == 200, posted.text
+    body = posted.json()
+    for key in ("effective_bottleneck_rate_bps", "transfer_time_s", "loss_probability", "inputs"):
+        assert body[key] == got.json()[key]
+    curve = body["curve"]
+    best = min((t, b) for t, b in zip(curve["total_s"], curve["send_rate_bps"], strict=True) if t)
+    assert best == (body["transfer_time_s"], body["effective_bottleneck_rate_bps"])
+    # SPEC section 2: C = 2, I = 0, m = 1 shares mu_net three ways.
+    assert body["service_time"]["rate_per_s"] == pytest.approx(12_000.0 / 3, rel=1e-9)
+
+
+def test_a_built_in_profile_takes_the_default_calibration(api: TestClient) -> None:
+    body = api.get("/bottleneck-rate", params={**QUERY, "model": "timeslice"}).json()
+    assert body["inputs"]["time_slice"] == {
+        "time_slice_s": transport.DEFAULT_TIME_SLICE_S,
+        "kernel_s_per_datagram": 0.0,
+        "wakeup_s": 0.0,
+        "settle_s": transport.DEFAULT_SETTLE_S,
+    }
+    expected = _library(Workload(cpu_tasks=2, io_tasks=0), host_profile("sx280-2007"), {})
+    assert body["effective_bottleneck_rate_bps"] == expected.rate_bps
+
+
+@pytest.mark.parametrize(
+    ("params", "kind", "field"),
+    [
+        ({"model": "erlang"}, "validation-error", "query.model"),
+        (
+            {"model": "timeslice", "nic_service": "phase-type"},
+            "invalid-parameter",
+            "query.nic_service",
+        ),
+        (
+            {"model": "timeslice", "buffer_packets": 5_000, "coalesce_packets": 64},
+            "limit-exceeded",
+            "query.buffer_packets",
+        ),
+    ],
+)
+def test_bad_model_requests_name_the_field(
+    api: TestClient, problem_of: Any, params: dict[str, Any], kind: str, field: str
+) -> None:
+    body = problem_of(api.get("/bottleneck-rate", params={**QUERY, **params}), 422)
+    assert body["type"] == f"/problems/{kind}", body
+    assert field in [e["field"] for e in body["errors"]], body
+    if kind == "limit-exceeded":
+        assert body["errors"][0]["limit"] == "max_advice_work"
+
+
+def test_post_names_body_model(api: TestClient, problem_of: Any) -> None:
+    body = problem_of(
+        api.post(
+            "/bottleneck-rate",
+            json={
+                "workload": {"cpu_tasks": 1, "io_tasks": 0},
+                "transfer": {"file_size_bytes": 1_000_000, "propagation_delay_s": 0.01},
+                "model": "fast",
+            },
+        ),
+        422,
+    )
+    assert "body.model" in [e["field"] for e in body["errors"]]
