@@ -1,7 +1,7 @@
 // The planner's page: reads and writes its inputs in the address, calls the REST API.
 "use strict";
 
-const FIELDS = ["profile", "cpu_tasks", "io_tasks", "cores", "disks", "file_size",
+const FIELDS = ["profile", "model", "cpu_tasks", "io_tasks", "cores", "disks", "file_size",
   "propagation_delay", "buffer_packets", "coalesce_packets", "line_rate", "mu_net"];
 const HOST_QUERY = { mu_io_cpu: "mu_io_cpu", mu_disk: "mu_disk", mu_net: "mu_net",
   buffer_packets: "buffer_packets", coalesce_packets: "coalesce_packets",
@@ -202,7 +202,7 @@ async function compute(event) {
       $("live-note").hidden = !problem;
       $("live-note").textContent = problem || "";
       if (problem) { showError(problem); return; }
-      const live = new URLSearchParams({ workload: "live",
+      const live = new URLSearchParams({ workload: "live", model: q.get("model") || "paper",
         file_size: q.get("file_size") || "", propagation_delay: q.get("propagation_delay") || "" });
       url = "/bottleneck-rate?" + live;
     } else {
@@ -211,11 +211,15 @@ async function compute(event) {
     const response = await fetch(url, { headers: { Accept: "application/json" } });
     if (!response.ok) { showError(await problemText(response)); return; }
     const body = await response.json();
-    pointQuery = queryFromInputs(body.inputs);
     showAnswer(body);
-    showPlots(pointQuery);
-    $("whatif").hidden = false;
-    $("sweep").hidden = false;
+    // The plots, what-if and sweeps compute the paper's model only: with the time-slice
+    // model they would show another model's numbers beside this answer.
+    const paper = body.inputs.model !== "timeslice";
+    $("model-note").hidden = paper;
+    pointQuery = paper ? queryFromInputs(body.inputs) : null;
+    if (paper) showPlots(pointQuery);
+    $("whatif").hidden = !paper;
+    $("sweep").hidden = !paper;
   } catch (err) {
     showError("The service could not be reached: " + err);
   } finally {

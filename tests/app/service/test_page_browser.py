@@ -202,3 +202,36 @@ def test_a_stored_profile_gets_its_plots(server: str) -> None:
             assert errors == []
     finally:
         httpx.delete(f"{server}/profiles/page-lab", timeout=10)
+
+
+def test_the_time_slice_model_is_chosen_and_shared(server: str) -> None:
+    # Issue #21: the receiver model on the page and in its share link; the answer is the
+    # service's for the same query, and the paper-only plots are not shown beside it.
+    link = (
+        "profile=sx280-2007&model=timeslice&cpu_tasks=2&io_tasks=0"
+        "&file_size=20MB&propagation_delay=10ms"
+    )
+    want = httpx.get(f"{server}/bottleneck-rate?{link}", timeout=60).json()
+    with _opened_page(server) as (browser, page, errors):
+        shared = browser.new_page(viewport=VIEWPORT)
+        shared.goto(f"{server}/?{link}")
+        shared.wait_for_selector("#answer:not([hidden])", timeout=60_000)
+        assert shared.text_content("#rate") == _rate_text(want["effective_bottleneck_rate_bps"])
+        assert shared.input_value("#model") == "timeslice"
+        assert shared.is_visible("#model-note") and not shared.is_visible("#plots")
+        assert not shared.is_visible("#whatif")
+        # Back to the paper's model: its answer, its plots, and the link says so.
+        page.fill("input[name=cpu_tasks]", "2")
+        page.fill("input[name=io_tasks]", "0")
+        page.fill("input[name=file_size]", "20MB")
+        page.fill("input[name=propagation_delay]", "10ms")
+        page.select_option("#model", "paper")
+        page.click("#compute")
+        page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
+        paper = httpx.get(
+            f"{server}/bottleneck-rate?{link.replace('timeslice', 'paper')}", timeout=60
+        ).json()
+        assert page.text_content("#rate") == _rate_text(paper["effective_bottleneck_rate_bps"])
+        assert "model=paper" in page.url and not page.is_visible("#model-note")
+        _img_loaded(page, "#plot-transfer-time")
+        assert errors == []
