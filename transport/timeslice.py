@@ -34,7 +34,8 @@ from host import HostProfile, Workload, interrupt_service_time
 from queues.modulated import ModulatedQueue, blast_loss_terms, time_slice_environment
 
 from . import _validation as check
-from .errors import TransportParameterError
+from .curve import TransferCurve
+from .errors import NoCompletingRateError, TransportParameterError
 
 __all__ = [
     "DEFAULT_SETTLE_S",
@@ -295,6 +296,12 @@ def time_slice_bottleneck_rate(
     Returns
     -------
     TimeSliceResult
+
+    Raises
+    ------
+    NoCompletingRateError
+        When the transfer does not complete at any scored rate (the rounds' play-out
+        still loses datagrams after its last round).
     """
     size = check.whole_number(file_size_bytes, "file_size_bytes", minimum=1)
     delay = check.positive_real(propagation_delay_s, "propagation_delay_s", "s")
@@ -372,9 +379,20 @@ def time_slice_bottleneck_rate(
                 )
             )
         )
-    best = int(
-        np.argmin(np.where(np.isfinite(curve.transfer_time_s), curve.transfer_time_s, np.inf))
-    )
+    completes = np.isfinite(curve.transfer_time_s)
+    if not completes.any():
+        # Never a transfer that never finishes reported as a number (SPEC section 4).
+        raise NoCompletingRateError(
+            f"the transfer is still losing datagrams after {_MAX_ROUNDS} rounds at all "
+            f"{curve.rate_bps.size} scored rates in (0, {line!r}] bit/s: it never completes",
+            TransferCurve(
+                curve.rate_bps.copy(),
+                curve.transfer_time_s.copy(),
+                curve.first_round_loss.copy(),
+                completes,
+            ),
+        )
+    best = int(np.argmin(np.where(completes, curve.transfer_time_s, np.inf)))
     lossy = np.flatnonzero(curve.first_round_loss > 0.01)
     return TimeSliceResult(
         rate_bps=float(curve.rate_bps[best]),

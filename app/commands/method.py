@@ -177,7 +177,9 @@ def bottleneck(args: MethodArgs, options: dict[str, Any], label: str) -> dict[st
             "host": {k: v for k, v in host.items() if v is not None},
             "transfer": transfer,
             "nic_service": args["nic_service"],
-            "model": args["model"],
+            # Sent only when it is not the default, so that a server from before the
+            # model choice (whose bodies forbid unknown fields) still answers.
+            **({"model": args["model"]} if args["model"] != "paper" else {}),
             **options,
         }
         timeout = args["timeout"] or DEFAULT_SERVER_TIMEOUT_S

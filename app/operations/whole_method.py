@@ -309,16 +309,21 @@ def _time_slice_answer(
 ) -> dict[str, Any]:
     transfer = inputs["transfer"]
     costs = inputs["time_slice"]
-    result = transport.time_slice_bottleneck_rate(
-        workload,
-        host,
-        file_size_bytes=transfer["file_size_bytes"],
-        propagation_delay_s=transfer["propagation_delay_s"],
-        time_slice_s=costs["time_slice_s"],
-        kernel_s_per_datagram=costs["kernel_s_per_datagram"],
-        settle_s=costs["settle_s"],
-        wakeup_s=costs["wakeup_s"],
-    )
+
+    def scored(rates: np.ndarray | None = None) -> transport.TimeSliceResult:
+        return transport.time_slice_bottleneck_rate(
+            workload,
+            host,
+            file_size_bytes=transfer["file_size_bytes"],
+            propagation_delay_s=transfer["propagation_delay_s"],
+            time_slice_s=costs["time_slice_s"],
+            kernel_s_per_datagram=costs["kernel_s_per_datagram"],
+            settle_s=costs["settle_s"],
+            wakeup_s=costs["wakeup_s"],
+            rates_bps=rates,
+        )
+
+    result = scored()
     curve = result.curve
     best = int(np.argmin(np.abs(curve.rate_bps - result.rate_bps)))
     body: dict[str, Any] = {
@@ -336,14 +341,19 @@ def _time_slice_answer(
         "inputs": dict(inputs),
     }
     if options.get("include_curve"):
-        finite = np.isfinite(curve.transfer_time_s)
+        # The curve on its own evenly spaced grid (the search's points are not).
+        points = int(options.get("curve_points", 200))
+        grid = np.linspace(host.line_rate_bps / points, host.line_rate_bps, points)
+        try:
+            on_grid = scored(grid).curve
+            times, loss = on_grid.transfer_time_s, on_grid.first_round_loss
+        except transport.NoCompletingRateError as exc:
+            times, loss = exc.curve.total_s, exc.curve.loss
+        finite = np.isfinite(times)
         body["curve"] = {
-            "send_rate_bps": _floats(curve.rate_bps),
-            "total_s": [
-                float(t) if ok else None
-                for t, ok in zip(curve.transfer_time_s, finite, strict=True)
-            ],
-            "loss": _floats(curve.first_round_loss),
+            "send_rate_bps": _floats(grid),
+            "total_s": [float(t) if ok else None for t, ok in zip(times, finite, strict=True)],
+            "loss": _floats(loss),
             "completes": [bool(ok) for ok in finite],
         }
     if options.get("include_service_time"):

@@ -245,8 +245,10 @@ _MODEL_DOC = (
     "The receiver's model: `paper` (the default: processor sharing with the C tasks and "
     "the stationary loss of the NIC queue, the paper's method) or `timeslice` (the "
     "scheduler's slices and finite blasts, what `blastrate send --rate auto` uses; "
-    "docs/conventions.md §5).  With `timeslice`, `loss_probability` is the first blast's "
-    "and the calibrated slice, kernel and wake-up costs come from the profile's provenance."
+    "docs/conventions.md §5).  With `timeslice`, `loss_probability` is the first blast's, "
+    "`interrupt_service_rate_per_s` the receiver's wake-up rate while it holds the CPU "
+    "(the C tasks are its vacations), and the calibrated slice, kernel and wake-up costs "
+    "come from the profile's provenance (`inputs.time_slice`)."
 )
 
 _SIZE_DOC = "bytes, or with a unit: `500MB`, `1.5GiB`, `1468B` (1 MB = 10^6 B)"

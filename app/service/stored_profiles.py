@@ -17,7 +17,7 @@ from host.store import ProfileStore, ProfileStoreError, host_default_writes
 
 from .state import ServiceState
 
-__all__ = ["fetch_profile", "fetch_provenance", "profile_store", "storage_problem"]
+__all__ = ["fetch_profile", "fetch_profile_entry", "profile_store", "storage_problem"]
 
 #: Seconds a client is told to wait when the profile database is unavailable.
 RETRY_AFTER_S = 5
@@ -67,17 +67,27 @@ async def fetch_profile(state: ServiceState, name: str | None) -> HostProfile:
     return profile
 
 
-async def fetch_provenance(state: ServiceState, name: str | None) -> dict[str, Any] | None:
-    """The provenance stored with profile ``name`` (None: this host's default), read in a
-    thread; None for a built-in profile, which has none.  Raises as :func:`fetch_profile`.
+async def fetch_profile_entry(
+    state: ServiceState, name: str | None
+) -> tuple[HostProfile, dict[str, Any] | None]:
+    """The profile called ``name`` (None: this host's default) and its stored provenance,
+    from one read (None for a built-in profile, which has none).  Raises as
+    :func:`fetch_profile`.
+
+    One read, so that the values and the calibration in the provenance always belong to
+    the same profile, even while another process changes the host default.
     """
     store = profile_store(state)
     if name is None:
         name = await _default_name(state, store)
-    if name in HOST_PROFILES:
-        return None
+        if name not in HOST_PROFILES:
+            entry = await anyio.to_thread.run_sync(store.default_entry)
+            return entry.profile, entry.provenance
+    built_in = HOST_PROFILES.get(name)
+    if built_in is not None:
+        return built_in, None
     entry = await anyio.to_thread.run_sync(store.entry, name)
-    return entry.provenance
+    return entry.profile, entry.provenance
 
 
 async def _default_name(state: ServiceState, store: ProfileStore) -> str:

@@ -212,3 +212,21 @@ def test_time_slice_costs_read_a_calibration_and_fall_back_to_the_defaults() -> 
     assert time_slice_costs({"time_slice_s": float("inf")}, profile).time_slice_s == (
         DEFAULT_TIME_SLICE_S
     )
+
+
+def test_a_transfer_that_never_completes_is_refused_not_an_infinite_time() -> None:
+    # SPEC section 4: never report a transfer that never finishes as a number.  A
+    # receiver of 10 wake-ups/s with a one-datagram buffer loses nearly every datagram at
+    # every rate, and the rounds' play-out is still losing after its last round.
+    from transport import NoCompletingRateError
+
+    slow = host_profile("sx280-2007").replace(mu_net=10.0, buffer_packets=1, coalesce_packets=1)
+    with pytest.raises(NoCompletingRateError) as caught:
+        time_slice_bottleneck_rate(
+            Workload(cpu_tasks=2, io_tasks=1),
+            slow,
+            file_size_bytes=20_000_000,
+            propagation_delay_s=0.01,
+        )
+    assert caught.value.parameter == "loss"
+    assert not caught.value.curve.completes.any() and caught.value.curve.send_rate_bps.size == 49

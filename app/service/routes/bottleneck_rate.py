@@ -43,7 +43,7 @@ from app.schemas.problems import FieldProblem, ProblemError, only_sent_fields, t
 from app.schemas.units import QuantityError, parse_bitrate, parse_duration, parse_size
 from app.service.live import latest_probe, live_host_overrides, live_workload
 from app.service.state import ServiceState, respond, service
-from app.service.stored_profiles import fetch_profile, fetch_provenance
+from app.service.stored_profiles import fetch_profile, fetch_profile_entry
 from datamover.advice import MAX_ADVICE_WORK
 from host import HOST_PROFILES
 
@@ -168,7 +168,7 @@ async def _answer(
                         MAX_ADVICE_WORK,
                         work,
                     )
-                    for name in ("buffer_packets", "coalesce_packets")
+                    for name in ("buffer_packets", "coalesce_packets", "profile")
                 ],
             )
         # The time-slice search solves a chain per rate (a tenth of a second and more):
@@ -293,11 +293,13 @@ async def get_bottleneck_rate(request: Request) -> Response:
                 MAX_DELAY_S,
                 "s",
             )
-            provenance = (
-                await fetch_provenance(state, q.profile) if q.model == "timeslice" else None
+            profile, provenance = (
+                await fetch_profile_entry(state, q.profile)
+                if q.model == "timeslice"
+                else (await fetch_profile(state, q.profile), None)
             )
             host = {
-                "profile": await fetch_profile(state, q.profile),
+                "profile": profile,
                 "mu_io_cpu": q.mu_io_cpu,
                 "mu_disk": q.mu_disk,
                 "mu_net": q.mu_net,
@@ -357,12 +359,11 @@ async def post_bottleneck_rate(body: BottleneckRateRequest, request: Request) ->
             )
         with translated_errors(_BODY_FIELDS, "body."):
             host = body.host.model_dump()
-            provenance = (
-                await fetch_provenance(state, host["profile"])
+            host["profile"], provenance = (
+                await fetch_profile_entry(state, host["profile"])
                 if body.model == "timeslice"
-                else None
+                else (await fetch_profile(state, host["profile"]), None)
             )
-            host["profile"] = await fetch_profile(state, host["profile"])
             inputs = resolve_inputs(
                 body.workload.model_dump(),
                 host,

@@ -9,10 +9,12 @@ the path ``send --rate auto`` takes; both must agree exactly (same inputs, same 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -115,6 +117,7 @@ def test_post_matches_get_with_curve_and_service_time(api: TestClient) -> None:
             "transfer": {"file_size_bytes": 20_000_000, "propagation_delay_s": 0.01},
             "model": "timeslice",
             "include_curve": True,
+            "curve_points": 40,
             "include_service_time": True,
         },
     )
@@ -122,9 +125,25 @@ def test_post_matches_get_with_curve_and_service_time(api: TestClient) -> None:
     body = posted.json()
     for key in ("effective_bottleneck_rate_bps", "transfer_time_s", "loss_probability", "inputs"):
         assert body[key] == got.json()[key]
+    # The curve: curve_points evenly spaced rates, each scored as the library scores it.
     curve = body["curve"]
-    best = min((t, b) for t, b in zip(curve["total_s"], curve["send_rate_bps"], strict=True) if t)
-    assert best == (body["transfer_time_s"], body["effective_bottleneck_rate_bps"])
+    grid = np.linspace(7e8 / 40, 7e8, 40)
+    assert curve["send_rate_bps"] == list(grid)
+    on_grid = transport.time_slice_bottleneck_rate(
+        Workload(cpu_tasks=2, io_tasks=0),
+        LAB,
+        file_size_bytes=20_000_000,
+        propagation_delay_s=0.01,
+        settle_s=transport.DEFAULT_SETTLE_S,
+        rates_bps=grid,
+        **CALIBRATION,
+    ).curve
+    assert curve["loss"] == list(on_grid.first_round_loss)
+    assert curve["total_s"] == [t if math.isfinite(t) else None for t in on_grid.transfer_time_s]
+    # The search (32 rates, then 17 around the best) is not the curve's minimum: the time
+    # has several near-equal minima (here 525 Mbit/s at 0.978 s against 434 at 0.975 s
+    # on a 200-point grid).  It stays within 1 % of any grid's best.
+    assert body["transfer_time_s"] <= 1.01 * min(t for t in curve["total_s"] if t is not None)
     # SPEC section 2: C = 2, I = 0, m = 1 shares mu_net three ways.
     assert body["service_time"]["rate_per_s"] == pytest.approx(12_000.0 / 3, rel=1e-9)
 
@@ -146,6 +165,14 @@ def test_a_built_in_profile_takes_the_default_calibration(api: TestClient) -> No
     [
         ({"model": "erlang"}, "validation-error", "query.model"),
         (
+            # No rate completes: a 422 on the loss, never an infinite time (a 500 before).
+            {"model": "timeslice", "mu_net": 10, "buffer_packets": 1, "coalesce_packets": 1},
+            "never-completes",
+            # The loss is blamed on the profile, which this query did not send: as for the
+            # paper's model, no field is named then.
+            None,
+        ),
+        (
             {"model": "timeslice", "nic_service": "phase-type"},
             "invalid-parameter",
             "query.nic_service",
@@ -158,11 +185,11 @@ def test_a_built_in_profile_takes_the_default_calibration(api: TestClient) -> No
     ],
 )
 def test_bad_model_requests_name_the_field(
-    api: TestClient, problem_of: Any, params: dict[str, Any], kind: str, field: str
+    api: TestClient, problem_of: Any, params: dict[str, Any], kind: str, field: str | None
 ) -> None:
     body = problem_of(api.get("/bottleneck-rate", params={**QUERY, **params}), 422)
     assert body["type"] == f"/problems/{kind}", body
-    assert field in [e["field"] for e in body["errors"]], body
+    assert (field in [e["field"] for e in body["errors"]]) if field else body["errors"] == []
     if kind == "limit-exceeded":
         assert body["errors"][0]["limit"] == "max_advice_work"
 
