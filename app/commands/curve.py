@@ -53,7 +53,9 @@ def _csv(rows: list[dict[str, Any]]) -> str:
 
 
 def _table(body: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    lines = [f"{'send rate':>14}  {'transfer time':>14}  {'loss':>10}"]
+    # The time-slice model's loss is the first blast's, not a stationary probability.
+    loss = "first-blast loss" if body["inputs"].get("model") == "timeslice" else "loss"
+    lines = [f"{'send rate':>14}  {'transfer time':>14}  {loss:>10}"]
     for row in rows:
         t = "never" if row["transfer_time_s"] is None else seconds_text(row["transfer_time_s"])
         lines.append(

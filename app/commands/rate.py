@@ -33,7 +33,12 @@ def rate_summary(body: dict[str, Any]) -> str:
             + (" (first blast)" if inputs.get("model") == "timeslice" else ""),
         ),
         ("rounds", str(body["rounds"])),
-        ("interrupt service rate", _per_second(body["interrupt_service_rate_per_s"])),
+        (
+            "receiver's rate while it runs"
+            if inputs.get("model") == "timeslice"
+            else "interrupt service rate",
+            _per_second(body["interrupt_service_rate_per_s"]),
+        ),
         (
             "workload",
             f"C={w['cpu_tasks']} I={w['io_tasks']} cores={w['cores']} disks={w['disks']}",

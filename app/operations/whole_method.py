@@ -348,8 +348,20 @@ def _time_slice_answer(
             on_grid = scored(grid).curve
             times, loss = on_grid.transfer_time_s, on_grid.first_round_loss
         except transport.NoCompletingRateError as exc:
+            on_grid = None
             times, loss = exc.curve.total_s, exc.curve.loss
         finite = np.isfinite(times)
+        k = int(np.argmin(np.where(finite, times, np.inf)))
+        if on_grid is not None and times[k] < result.transfer_time_s:
+            # The curve's points are scanned too, as the paper's search scans its curve:
+            # the answer is never slower than a point of the curve shown beside it.
+            body.update(
+                effective_bottleneck_rate_bps=float(grid[k]),
+                transfer_time_s=float(times[k]),
+                loss_probability=float(loss[k]),
+                limited_by="line-rate" if k == grid.size - 1 else "end-system",
+                rounds=int(on_grid.rounds[k]),
+            )
         body["curve"] = {
             "send_rate_bps": _floats(grid),
             "total_s": [float(t) if ok else None for t, ok in zip(times, finite, strict=True)],

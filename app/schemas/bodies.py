@@ -491,7 +491,10 @@ class BottleneckRateResult(ResponseModel):
     loss_probability: float
     interrupt_service_rate_per_s: float
     limited_by: Literal["end-system", "line-rate"]
-    rounds: int = Field(description="ceil(N_resend) + 1 at the chosen rate.")
+    rounds: int = Field(
+        description="ceil(N_resend) + 1 at the chosen rate (paper); the rounds of the "
+        "expected play-out (timeslice)."
+    )
     workload_source: Literal["live"] | None = Field(
         default=None, description="`live` when the workload came from the live probe."
     )

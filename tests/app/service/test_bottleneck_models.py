@@ -123,8 +123,7 @@ def test_post_matches_get_with_curve_and_service_time(api: TestClient) -> None:
     )
     assert posted.status_code == 200, posted.text
     body = posted.json()
-    for key in ("effective_bottleneck_rate_bps", "transfer_time_s", "loss_probability", "inputs"):
-        assert body[key] == got.json()[key]
+    assert body["inputs"] == got.json()["inputs"]
     # The curve: curve_points evenly spaced rates, each scored as the library scores it.
     curve = body["curve"]
     grid = np.linspace(7e8 / 40, 7e8, 40)
@@ -140,10 +139,16 @@ def test_post_matches_get_with_curve_and_service_time(api: TestClient) -> None:
     ).curve
     assert curve["loss"] == list(on_grid.first_round_loss)
     assert curve["total_s"] == [t if math.isfinite(t) else None for t in on_grid.transfer_time_s]
-    # The search (32 rates, then 17 around the best) is not the curve's minimum: the time
-    # has several near-equal minima (here 525 Mbit/s at 0.978 s against 434 at 0.975 s
-    # on a 200-point grid).  It stays within 1 % of any grid's best.
-    assert body["transfer_time_s"] <= 1.01 * min(t for t in curve["total_s"] if t is not None)
+    # The curve's points are scanned too (as the paper's search scans its curve): the time
+    # has several near-equal minima, and the search alone (32 rates, then 17 around the
+    # best) can miss one (525 Mbit/s at 0.978 s where a 200-point grid has 434 at 0.975 s).
+    # The answer is the better of the search's and the grid's best.
+    best_on_grid = min(t for t in curve["total_s"] if t is not None)
+    assert body["transfer_time_s"] == min(got.json()["transfer_time_s"], best_on_grid)
+    if best_on_grid < got.json()["transfer_time_s"]:
+        k = curve["total_s"].index(best_on_grid)
+        assert body["effective_bottleneck_rate_bps"] == curve["send_rate_bps"][k]
+        assert body["loss_probability"] == curve["loss"][k]
     # SPEC section 2: C = 2, I = 0, m = 1 shares mu_net three ways.
     assert body["service_time"]["rate_per_s"] == pytest.approx(12_000.0 / 3, rel=1e-9)
 
