@@ -155,12 +155,21 @@ def _round_trip_s(host: str, port: int, tries: int = 3, timeout: float = 2.0) ->
 
 
 def advised_rate(
-    service: str, file_size: int, propagation_delay_s: float, timeout_s: float
+    service: str,
+    file_size: int,
+    propagation_delay_s: float,
+    timeout_s: float,
+    *,
+    model: str = "timeslice",
+    profile: str | None = None,
 ) -> tuple[float, dict[str, Any]]:
     """The effective bottleneck rate (bit/s) a blastrate service advises now, and where
     it came from (the ``auto`` block of ``send --json``).
 
-    Exits with status 4 (unreachable), 5 (server error) or 3 (no rate) on failure.
+    ``model`` and ``profile`` are sent as the service's ``model`` and ``profile`` (the
+    paper's model, the service's default, is not named, so that a service from before
+    the model choice still answers).  Exits with status 4 (unreachable), 5 (server error)
+    or 3 (no rate) on failure.
     """
     url = service.rstrip("/") + "/bottleneck-rate"
     params = {
@@ -168,6 +177,10 @@ def advised_rate(
         "file_size": str(file_size),
         "propagation_delay": f"{propagation_delay_s!r}",
     }
+    if model != "paper":
+        params["model"] = model
+    if profile is not None:
+        params["profile"] = profile
     try:
         response = httpx.get(url, params=params, timeout=timeout_s)
     except httpx.HTTPError as exc:
@@ -202,7 +215,7 @@ def advised_rate(
     host: dict[str, Any] = raw_host if isinstance(raw_host, dict) else {}
     return float(rate), {
         "profile": host.get("profile"),
-        "model": "paper",
+        "model": inputs.get("model", model),
         "workload": inputs.get("workload"),
         "buffer_packets": host.get("buffer_packets"),
         "coalesce_packets": host.get("coalesce_packets"),
@@ -283,14 +296,16 @@ def receiver_advisor(
 @click.option(
     "--profile",
     default=None,
-    help="For --rate auto, the receiver's host profile to use [default: the receiver's own].",
+    help="For --rate auto, the host profile to use [default: the receiver's own, or with "
+    "--service the service's default].",
 )
 @click.option(
     "--model",
     type=click.Choice(["timeslice", "paper"]),
     default="timeslice",
     show_default=True,
-    help="For --rate auto: the time-slice model, or the paper's.",
+    help="For --rate auto: the time-slice model, or the paper's (from the receiver, or "
+    "from --service).",
 )
 @click.option(
     "--propagation-delay",
@@ -366,12 +381,6 @@ def send(
         _fail(exc.field, str(exc).split(": ", 1)[-1], EXIT_USAGE)
     if not file.is_file():
         _fail("file", f"{str(file)!r} is not a readable file", EXIT_USAGE)
-    if rate == "auto" and service is not None and (profile is not None or model != "timeslice"):
-        _fail(
-            "--profile" if profile is not None else "--model",
-            "applies when the receiver advises; not with --service",
-            EXIT_USAGE,
-        )
     secret = _secret_option(secret_file, insecure)
     if secret is None and not insecure:
         _fail(
@@ -394,7 +403,9 @@ def send(
                     parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80)
                 )
                 prop = max((rtt or 2e-3) / 2.0, 1e-6)
-            rate_bps, auto = advised_rate(service, size, prop + delay, timeout_s=10.0)
+            rate_bps, auto = advised_rate(
+                service, size, prop + delay, timeout_s=10.0, model=model, profile=profile
+            )
         else:
             # Without --propagation-delay, the sender measures the control connection's
             # round trip (TCP_INFO) once connected: nothing extra reaches the receiver.

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+import pytest
 from click.testing import CliRunner
 
 from app.commands.host_calibrate import calibrate
@@ -77,7 +78,19 @@ class _Advice(BaseHTTPRequestHandler):
         pass
 
 
-def test_send_rate_auto_asks_the_receivers_service(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("extra", "asked"),
+    [
+        # The time-slice model is send's default, and the service computes it too now.
+        ([], {"model": ["timeslice"]}),
+        # The paper's model is the service's default: not named (an older service
+        # refuses the parameter); a profile is passed on (both were refused before).
+        (["--model", "paper", "--profile", "lab"], {"profile": ["lab"]}),
+    ],
+)
+def test_send_rate_auto_asks_the_receivers_service(
+    tmp_path: Path, extra: list[str], asked: dict[str, list[str]]
+) -> None:
     src = _file(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
@@ -97,6 +110,7 @@ def test_send_rate_auto_asks_the_receivers_service(tmp_path: Path) -> None:
                     "--propagation-delay",
                     "2ms",
                     "--json",
+                    *extra,
                 ],
                 env={"BLASTRATE_SECRET": SECRET},
             )
@@ -112,6 +126,8 @@ def test_send_rate_auto_asks_the_receivers_service(tmp_path: Path) -> None:
     assert q["workload"] == ["live"]
     assert q["file_size"] == ["50000"]
     assert float(q["propagation_delay"][0]) == 0.002
+    assert {k: v for k, v in q.items() if k in ("model", "profile")} == asked
+    assert report["auto"]["model"] == asked.get("model", ["paper"])[0]
 
 
 def test_send_rate_auto_unreachable_service_exits_4(tmp_path: Path) -> None:
@@ -311,14 +327,5 @@ def test_receive_advises_from_this_hosts_default_profile(tmp_path: Path) -> None
 def test_receive_refuses_an_unknown_profile_at_once(tmp_path: Path) -> None:
     r = CliRunner().invoke(
         receive, ["--port", "9", "--output", str(tmp_path), "--profile", "no-such-lab"]
-    )
-    assert r.exit_code == 2 and "blastrate: error: --profile:" in r.stderr
-
-
-def test_send_profile_and_model_apply_only_to_receiver_advice(tmp_path: Path) -> None:
-    src = _file(tmp_path)
-    r = CliRunner().invoke(
-        send,
-        [str(src), "--to", "127.0.0.1:9", "--service", "http://127.0.0.1:9", "--profile", "x"],
     )
     assert r.exit_code == 2 and "blastrate: error: --profile:" in r.stderr
