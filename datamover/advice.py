@@ -24,6 +24,7 @@ from transport import (
     DEFAULT_SETTLE_S,
     time_slice_bottleneck_rate,
     time_slice_costs,
+    time_slice_work,
     workload_bottleneck_rate,
 )
 
@@ -216,7 +217,7 @@ class ReceiverAdvisor:
         # The time-slice chain costs about K * (N * phases)^2 per rate: refuse what would
         # keep this receiver (which serves one sender at a time) busy for seconds.
         n_batch = min(self.batch_packets, k)
-        if model == "timeslice" and k * (7 * (n_batch + 1)) ** 2 > MAX_ADVICE_WORK:
+        if model == "timeslice" and time_slice_work(k, n_batch) > MAX_ADVICE_WORK:
             raise AdviceError(
                 "buffer_packets",
                 f"K={k} with N={n_batch} is beyond what this receiver advises on "

@@ -72,6 +72,7 @@ from .timeslice import (
     TimeSliceResult,
     time_slice_bottleneck_rate,
     time_slice_costs,
+    time_slice_work,
 )
 
 __all__ = [
@@ -97,6 +98,7 @@ __all__ = [
     "effective_bottleneck_rate",
     "time_slice_bottleneck_rate",
     "time_slice_costs",
+    "time_slice_work",
     "total_size_bytes",
     "transfer_time",
     "transfer_time_terms",

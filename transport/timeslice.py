@@ -46,6 +46,7 @@ __all__ = [
     "competitors_per_core",
     "time_slice_bottleneck_rate",
     "time_slice_costs",
+    "time_slice_work",
 ]
 
 #: The kernel's default slice where none was calibrated: EEVDF's base slice of 0.75 ms
@@ -119,6 +120,13 @@ def time_slice_costs(provenance: Mapping[str, Any] | None, profile: HostProfile)
         kernel_s_per_datagram=number("kernel_s_per_datagram") or 0.0,
         wakeup_s=wakeup,
     )
+
+
+def time_slice_work(buffer_packets: int, batch_packets: int) -> int:
+    """Rough work of scoring one rate: ``K * (7 (N + 1))^2`` (about the banded solve's
+    flops for the chain of :func:`time_slice_bottleneck_rate`; N at most K)."""
+    n = min(batch_packets, buffer_packets)
+    return buffer_packets * (7 * (n + 1)) ** 2
 
 
 def competitors_per_core(cpu_tasks: int, cores: int) -> float:

@@ -41,6 +41,7 @@ __all__ = [
     "json_option",
     "json_text",
     "limit_hint",
+    "model_option",
     "print_table",
     "resolve_format",
     "seconds_text",
@@ -221,6 +222,18 @@ def json_option(function: F) -> F:
     """The ``--json`` flag every command takes: print the full JSON answer."""
     return click.option("--json", "as_json", is_flag=True, help="Print the full JSON answer.")(
         function
+    )
+
+
+def model_option(default: str, help_text: str) -> Callable[[F], F]:
+    """``--model paper|timeslice``, the receiver model, with the same name and values on
+    every command (the service's ``model``; :data:`app.operations.whole_method.MODELS`)."""
+    return click.option(
+        "--model",
+        type=click.Choice(["paper", "timeslice"]),
+        default=default,
+        show_default=True,
+        help=help_text,
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .common import EXIT_MODEL, EXIT_USAGE, FINITE, CliError
+from .common import EXIT_MODEL, EXIT_USAGE, FINITE, CliError, model_option
 from .local import DEFAULT_LOCAL_TIMEOUT_S, Reporter, library_errors, run_local
 from .remote import DEFAULT_SERVER_TIMEOUT_S, request, server_option
 
@@ -103,12 +103,9 @@ _METHOD_OPTIONS: list[Callable[[Any], Any]] = [
         show_default=True,
         help="NIC service-time model (exponential is the paper's).",
     ),
-    click.option(
-        "--model",
-        type=click.Choice(["paper", "timeslice"]),
-        default="paper",
-        show_default=True,
-        help="Receiver model: the paper's, or the time-slice model that "
+    model_option(
+        "paper",
+        "Receiver model: the paper's, or the time-slice model that "
         "`send --rate auto` uses (with the profile's calibrated slice and costs).",
     ),
     server_option,

@@ -57,7 +57,7 @@ from datamover import (
 from host import HostProfile, Workload, WorkloadError
 from transport import DEFAULT_PACKET_PAYLOAD_BYTES
 
-from .common import print_table
+from .common import model_option, print_table
 
 __all__ = ["receive", "send"]
 
@@ -299,13 +299,9 @@ def receiver_advisor(
     help="For --rate auto, the host profile to use [default: the receiver's own, or with "
     "--service the service's default].",
 )
-@click.option(
-    "--model",
-    type=click.Choice(["timeslice", "paper"]),
-    default="timeslice",
-    show_default=True,
-    help="For --rate auto: the time-slice model, or the paper's (from the receiver, or "
-    "from --service).",
+@model_option(
+    "timeslice",
+    "For --rate auto: the time-slice model, or the paper's (from the receiver, or from --service).",
 )
 @click.option(
     "--propagation-delay",

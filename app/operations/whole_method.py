@@ -229,9 +229,7 @@ def time_slice_work(inputs: Mapping[str, Any]) -> float:
     if inputs.get("model") != "timeslice":
         return 0.0
     host = inputs["host"]
-    k = int(host["buffer_packets"])
-    n = min(int(host["coalesce_packets"]), k)
-    return float(k * (7 * (n + 1)) ** 2)
+    return float(transport.time_slice_work(host["buffer_packets"], host["coalesce_packets"]))
 
 
 def _objects(inputs: Mapping[str, Any]) -> tuple[Workload, HostProfile]:
@@ -334,9 +332,7 @@ def _time_slice_answer(
         # The receiver's wake-up rate while it holds the CPU (stage 1 without the C
         # CPU-bound tasks, which the scheduler's slices stand for).
         "interrupt_service_rate_per_s": result.service_rate_per_s,
-        "limited_by": "line-rate"
-        if result.rate_bps >= host.line_rate_bps * (1 - 1e-9)
-        else "end-system",
+        "limited_by": _limited_by(result.rate_bps, host.line_rate_bps),
         "rounds": int(curve.rounds[best]),
         "inputs": dict(inputs),
     }
@@ -359,7 +355,7 @@ def _time_slice_answer(
                 effective_bottleneck_rate_bps=float(grid[k]),
                 transfer_time_s=float(times[k]),
                 loss_probability=float(loss[k]),
-                limited_by="line-rate" if k == grid.size - 1 else "end-system",
+                limited_by=_limited_by(float(grid[k]), host.line_rate_bps),
                 rounds=int(on_grid.rounds[k]),
             )
         body["curve"] = {
@@ -374,6 +370,11 @@ def _time_slice_answer(
         service = interrupt_service_time(workload, host)
         body["service_time"] = _service_time_summary(service, options)
     return body
+
+
+def _limited_by(rate_bps: float, line_rate_bps: float) -> str:
+    """What bounds a time-slice answer: the line, when it is sent at the line rate."""
+    return "line-rate" if rate_bps >= line_rate_bps * (1 - 1e-9) else "end-system"
 
 
 def _service_time_summary(service: Any, options: Mapping[str, Any]) -> dict[str, Any]:
