@@ -33,6 +33,9 @@ Models scored (each gives a predicted rate; ablations show what each mechanism b
 
 * ``timeslice`` -- the default model (:mod:`transport.timeslice`): scheduler slices and
   finite blasts;
+* ``timeslice-measured-share`` -- the same with the share of its core a backlogged
+  receiver was measured to get beside C busy loops (``effective_competitors``, from
+  :func:`calibrate_contention`) in place of processor sharing's 1 / (C + 1);
 * ``timeslice-constant-slices`` -- the same with 12 Erlang stages per slice and vacation
   (coefficient of variation 0.29, against 0.58): the kernel's are nearly constant
   (``benchmarks/slice_trace.py``);
@@ -370,6 +373,80 @@ def calibrate_link(
     }
 
 
+def calibrate_contention(
+    src: Path,
+    rx_cpu: int,
+    tx_cpu: int,
+    args: argparse.Namespace,
+    link: Link,
+    net: dict[str, Any],
+    line_bps: float,
+    buffer_packets: int,
+    max_tasks: int,
+    runs: int,
+) -> dict[str, Any]:
+    """The share of its core a backlogged receiver gets beside C = 1..max_tasks busy loops.
+
+    Blasts at the line rate into the receiver with C busy loops on its core (never a
+    scored run): it cannot keep up, so over the first blast it drains
+    ``(received - K) / blast_s`` datagrams per second (the buffer is full at the end).
+    The time-slice model gives a backlogged receiver ``left / (b (1 + c))`` of them, with
+    ``left = 1 - lambda k`` the CPU the kernel leaves and b the receiver's own cost per
+    datagram (:func:`calibrate_link`); solved for c, that is the effective number of
+    competitors ``c_C`` (:func:`transport.scheduled_competitors`).
+    """
+    old = os.sched_getaffinity(0)
+    lam = line_bps / (8.0 * PAYLOAD)
+    left = 1.0 - lam * net["kernel_s_per_datagram"]
+    rows: list[dict[str, Any]] = []
+    measured: list[float] = []
+    for tasks in range(1, max_tasks + 1):
+        drained: list[float] = []
+        deadline = time.monotonic() + 120
+        with receiver_process(rx_cpu, args, link, deadline, cpu_tasks=tasks) as (port, reports):
+            os.sched_setaffinity(0, {tx_cpu})
+            try:
+                time.sleep(0.3)  # let the busy loops settle on the core
+                for _ in range(runs):
+                    rep = send_file(
+                        src,
+                        link.address,
+                        port,
+                        rate_bps=line_bps,
+                        secret=SECRET,
+                        name="payload.bin",
+                        total_timeout_s=60,
+                    )
+                    if reports.poll(10):
+                        reports.recv()
+                    first = rep.rounds[0]
+                    received = first.packets_sent - first.missing_after
+                    if first.missing_after > 0 and first.blast_s > 0:
+                        drained.append((received - buffer_packets) / first.blast_s)
+                    rows.append(
+                        {
+                            "cpu_tasks": tasks,
+                            "first_round_loss": first.loss,
+                            "blast_s": first.blast_s,
+                            "drained_pps": drained[-1] if first.missing_after > 0 else None,
+                        }
+                    )
+            finally:
+                os.sched_setaffinity(0, old)
+        if not drained:
+            # It kept up: no share measured; the model's own c stands for this C on.
+            break
+        c = left / (net["per_datagram_s"] * statistics.fmean(drained)) - 1.0
+        measured.append(max(c, 1e-3))
+    return {
+        "effective_competitors": measured,
+        "arrival_pps": lam,
+        "kernel_left": left,
+        "buffer_packets": buffer_packets,
+        "transfers": rows,
+    }
+
+
 def isolate(nice: int) -> str:
     """Give this benchmark its own scheduler autogroup at ``nice``.
 
@@ -468,9 +545,12 @@ def predictions(
     profile: HostProfile,
     size: int,
     t_prop: float,
-    costs: dict[str, float],
+    costs: dict[str, Any],
+    measured_share: tuple[float, ...] = (),
 ) -> dict[str, dict[str, Any]]:
     """Every model's predicted rate for one workload (the ablations included).
+
+    ``measured_share`` is :func:`calibrate_contention`'s ``effective_competitors``.
 
     ``costs`` are the time-slice model's calibrated keywords: ``time_slice_s``,
     ``kernel_s_per_datagram``, ``settle_s`` and ``wakeup_s``.
@@ -485,9 +565,13 @@ def predictions(
 
     ts = timeslice()
     out["timeslice"] = {"rate_bps": ts.rate_bps, "model_time_s": ts.transfer_time_s}
-    # Every wake-up pays for a sleep, even with a full batch waiting (the model before).
-    sleeps = timeslice(wakeup_s=0.0)
-    out["timeslice-sleeps"] = {"rate_bps": sleeps.rate_bps, "model_time_s": sleeps.transfer_time_s}
+    # The share of its core a backlogged receiver was measured to get beside C busy
+    # loops, in place of processor sharing's 1 / (C + 1).
+    measured = timeslice(effective_competitors=measured_share)
+    out["timeslice-measured-share"] = {
+        "rate_bps": measured.rate_bps,
+        "model_time_s": measured.transfer_time_s,
+    }
     # Nearly constant slices, as the kernel's are (benchmarks/slice_trace.py): 12 Erlang
     # stages, a coefficient of variation of 0.29 where the default's 3 give 0.58.
     tight = timeslice(slice_stages=TIGHT_STAGES)
@@ -524,7 +608,7 @@ def predictions(
 
 
 def _processor_sharing(
-    w: Workload, profile: HostProfile, size: int, t_prop: float, costs: dict[str, float]
+    w: Workload, profile: HostProfile, size: int, t_prop: float, costs: dict[str, Any]
 ) -> Any:
     # c = 0 with the on-rate scaled to the receiver's average share: no vacations.  The
     # wake-up's cost scales with it, so that a backlogged receiver gains the same factor.
@@ -561,7 +645,8 @@ def run_workload(
     io_tasks: int,
     *,
     profile: HostProfile,
-    costs: dict[str, float],
+    costs: dict[str, Any],
+    measured_share: tuple[float, ...],
     capacity_pps: float,
     args: argparse.Namespace,
     link: Link,
@@ -575,7 +660,7 @@ def run_workload(
 ) -> dict[str, Any]:
     size = src.stat().st_size
     line = profile.line_rate_bps
-    models = predictions(cpu_tasks, io_tasks, profile, size, t_prop, costs)
+    models = predictions(cpu_tasks, io_tasks, profile, size, t_prop, costs, measured_share)
     predicted = models["timeslice"]["rate_bps"]
     # The share rule with the core's whole capacity at full batches (mu_net * N when the
     # kernel's work is counted in): 0.96 * mu_net * N * S_pkt * 8 / (C + 1).
@@ -616,7 +701,7 @@ def run_workload(
     runnable = statistics.fmean(s["runnable"] for v in samples.values() for s in v)
 
     # The models at every measured rate: the default model's first-round loss and time.
-    ts_curve, sleeps_curve, woken_curve, tight_curve = (
+    ts_curve, measured_curve, woken_curve, tight_curve = (
         time_slice_bottleneck_rate(
             Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
             profile,
@@ -627,7 +712,7 @@ def run_workload(
         ).curve
         for changes in (
             {},
-            {"wakeup_s": 0.0},
+            {"effective_competitors": measured_share},
             {"wakeup_preemption": True},
             {"slice_stages": TIGHT_STAGES},
         )
@@ -663,7 +748,7 @@ def run_workload(
                 "load1": _spread([s["load1"] for s in samples[rate]]),
                 "model_loss": float(ts_curve.first_round_loss[i]),
                 "model_time_s": float(ts_curve.transfer_time_s[i]),
-                "sleeps_model_loss": float(sleeps_curve.first_round_loss[i]),
+                "measured_share_model_loss": float(measured_curve.first_round_loss[i]),
                 "wakeup_model_loss": float(woken_curve.first_round_loss[i]),
                 "constant_slices_model_loss": float(tight_curve.first_round_loss[i]),
                 "paper_model_loss": float(paper_loss[i]),
@@ -839,7 +924,7 @@ def report(result: dict[str, Any]) -> None:
     print()
     names = [
         "timeslice",
-        "timeslice-sleeps",
+        "timeslice-measured-share",
         "timeslice-constant-slices",
         "timeslice-wakeup",
         "timeslice-no-slices",
@@ -881,7 +966,7 @@ def report(result: dict[str, Any]) -> None:
     gaps = {}
     for key in (
         "model_loss",
-        "sleeps_model_loss",
+        "measured_share_model_loss",
         "wakeup_model_loss",
         "constant_slices_model_loss",
         "paper_model_loss",
@@ -1053,6 +1138,20 @@ def main() -> None:
                     "profile": base.to_dict(),
                 }
             net = calibration["net"]
+            if "contention" not in calibration:
+                calibration["contention"] = calibrate_contention(
+                    src,
+                    rx_cpu,
+                    tx_cpu,
+                    args,
+                    link,
+                    net,
+                    base.line_rate_bps,
+                    measure_buffer_packets(datagram, rcvbuf_bytes=args.rcvbuf),
+                    max((c for c, _ in workloads), default=0),
+                    runs=2 if quick else 3,
+                )
+            contention = calibration["contention"]["effective_competitors"]
             slice_s = calibration["time_slice_s"]["mean"]
             kernel_s = net["kernel_s_per_datagram"]
             t_rtt = net["round_trip_s"] / 2.0
@@ -1061,7 +1160,9 @@ def main() -> None:
                 f"{net['per_datagram_s'] * 1e6:.2f} us (receiver), kernel "
                 f"{kernel_s * 1e6:.2f} us/datagram, line {base.line_rate_bps / 1e6:.0f} Mbit/s, "
                 f"slice {slice_s * 1e3:.2f} ms, mu_io_cpu {base.mu_io_cpu:.0f}/s, "
-                f"mu_disk {base.mu_disk:.0f}/s, half RTT {t_rtt * 1e6:.0f} us",
+                f"mu_disk {base.mu_disk:.0f}/s, half RTT {t_rtt * 1e6:.0f} us; effective "
+                f"competitors for C = 1..{len(contention)}: "
+                + (", ".join(f"{c:.2f}" for c in contention) or "none measured"),
                 flush=True,
             )
             io_file = None
@@ -1097,6 +1198,7 @@ def main() -> None:
                                 # The receiver's own cost per wake-up, from the same fit.
                                 "wakeup_s": net["per_wakeup_s"],
                             },
+                            measured_share=tuple(contention),
                             capacity_pps=capacity_pps,
                             args=args,
                             link=link,

@@ -153,8 +153,9 @@ class ReceiverAdvisor:
         ``own() -> (HostProfile, provenance)``: the receiver's host profile and the
         provenance stored with it, read at each request (so that a new host default from
         ``blastrate calibrate`` applies at once).  Its K and N are replaced by the next
-        two; the provenance's ``time_slice_s``, ``kernel_s_per_datagram`` and
-        ``wakeup_s`` (from a calibration) feed the time-slice model.
+        two; the provenance's ``time_slice_s``, ``kernel_s_per_datagram``, ``wakeup_s``
+        and ``effective_competitors`` (from a calibration) feed the time-slice model
+        (:func:`transport.time_slice_costs`).
     buffer_packets : int or None
         K, datagrams the receiver's socket holds (measured from its SO_RCVBUF); None
         keeps the profile's.
@@ -246,6 +247,7 @@ class ReceiverAdvisor:
                 kernel_s_per_datagram=costs.kernel_s_per_datagram,
                 settle_s=self.settle_s,
                 wakeup_s=costs.wakeup_s,
+                effective_competitors=costs.effective_competitors,
             )
             rate, loss, t = ts.rate_bps, ts.first_round_loss, ts.transfer_time_s
         return RateAdvice(

@@ -23,7 +23,7 @@ something, the receiver's settle time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ __all__ = [
     "TimeSliceCurve",
     "TimeSliceResult",
     "competitors_per_core",
+    "scheduled_competitors",
     "time_slice_bottleneck_rate",
     "time_slice_costs",
     "time_slice_work",
@@ -70,18 +71,22 @@ class TimeSliceCosts:
         The kernel's CPU time per datagram on the receiver's CPU (s).
     wakeup_s : float
         A wake-up's cost beyond its datagrams' (s).
+    effective_competitors : tuple of float
+        The measured c for 1, 2, ... busy tasks on the receiver's core (empty: c = C).
     """
 
     time_slice_s: float = DEFAULT_TIME_SLICE_S
     kernel_s_per_datagram: float = 0.0
     wakeup_s: float = 0.0
+    effective_competitors: tuple[float, ...] = ()
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the keywords of :func:`time_slice_bottleneck_rate`)."""
         return {
             "time_slice_s": self.time_slice_s,
             "kernel_s_per_datagram": self.kernel_s_per_datagram,
             "wakeup_s": self.wakeup_s,
+            "effective_competitors": list(self.effective_competitors),
         }
 
 
@@ -90,9 +95,10 @@ def time_slice_costs(provenance: Mapping[str, Any] | None, profile: HostProfile)
 
     ``blastrate calibrate`` stores the scheduler's slice as ``time_slice_s``; a
     calibration on the link itself (``benchmarks/validate_transfer.py``) also stores
-    ``kernel_s_per_datagram`` and ``wakeup_s``.  What is absent, not a positive number,
-    or (for ``wakeup_s``) not below a whole wake-up's time ``1 / mu_net`` falls back to
-    the default: :data:`DEFAULT_TIME_SLICE_S`, 0 and 0.
+    ``kernel_s_per_datagram``, ``wakeup_s`` and ``effective_competitors``.  What is
+    absent, not a positive number, or (for ``wakeup_s``) not below a whole wake-up's time
+    ``1 / mu_net`` falls back to the default: :data:`DEFAULT_TIME_SLICE_S`, 0 and 0; an
+    ``effective_competitors`` that is not a list of positive numbers, to none.
 
     Parameters
     ----------
@@ -115,11 +121,62 @@ def time_slice_costs(provenance: Mapping[str, Any] | None, profile: HostProfile)
     wakeup = number("wakeup_s") or 0.0
     if wakeup * profile.mu_net >= 1.0:
         wakeup = 0.0  # no wake-up can cost more than its whole time
+    table = (provenance or {}).get("effective_competitors")
+    try:
+        measured = tuple(_competitor_table(table)) if table else ()
+    except TransportParameterError:
+        measured = ()
     return TimeSliceCosts(
         time_slice_s=number("time_slice_s") or DEFAULT_TIME_SLICE_S,
         kernel_s_per_datagram=number("kernel_s_per_datagram") or 0.0,
         wakeup_s=wakeup,
+        effective_competitors=measured,
     )
+
+
+def _competitor_table(table: Any) -> NDArray[np.float64]:
+    values = np.asarray(table if table is not None else [], dtype=object)
+    if values.ndim != 1 or any(
+        isinstance(v, bool) or not isinstance(v, int | float) or not (np.isfinite(v) and v > 0)
+        for v in values
+    ):
+        raise TransportParameterError(
+            "effective_competitors", f"must be a list of finite numbers > 0, got {table!r}"
+        )
+    return values.astype(np.float64)
+
+
+def scheduled_competitors(competitors: float, measured: Sequence[float] = ()) -> float:
+    """c as the scheduler makes it: the measured value for a number of busy tasks.
+
+    A backlogged receiver with C busy tasks on its core does not get the 1 / (C + 1) of
+    processor sharing: the kernel's work that the scheduler charges to whichever task it
+    interrupts, and the preference it gives a waking task, move the share (README,
+    "Validation").  ``benchmarks/validate_transfer.py``'s calibration measures
+    the share ``1 / (1 + c_C)`` a backlogged receiver gets beside C = 1, 2, ... busy
+    loops; this interpolates linearly through ``(0, 0), (1, c_1), (2, c_2), ...`` and
+    beyond the last measured ``n`` scales ``c_n / n``.
+
+    Parameters
+    ----------
+    competitors : float
+        c from the workload (:func:`competitors_per_core`), >= 0.
+    measured : sequence of float, optional
+        c_1, c_2, ... measured for 1, 2, ... busy tasks (each > 0); empty: c unchanged.
+
+    Returns
+    -------
+    float
+        The c the scheduler environment uses (>= 0).
+    """
+    c = float(competitors)
+    table = _competitor_table(measured)
+    if table.size == 0 or c <= 0:
+        return c
+    n = table.size
+    if c >= n:
+        return c * float(table[-1]) / n
+    return float(np.interp(c, np.arange(n + 1), np.r_[0.0, table]))
 
 
 def time_slice_work(buffer_packets: int, batch_packets: int) -> int:
@@ -180,7 +237,8 @@ class TimeSliceResult:
     service_rate_per_s : float
         Wake-ups per second while the receiver runs (stage 1 without CPU-bound tasks).
     competitors : float
-        c, CPU-bound tasks taking turns with the receiver on its CPU.
+        c, CPU-bound tasks taking turns with the receiver on its CPU (as scheduled:
+        :func:`scheduled_competitors`).
     time_slice_s : float
         The scheduler's slice used (s).
     curve : TimeSliceCurve
@@ -247,6 +305,7 @@ def time_slice_bottleneck_rate(
     settle_s: float = 0.0,
     wakeup_s: float = 0.0,
     wakeup_preemption: bool = False,
+    effective_competitors: Sequence[float] = (),
     slice_stages: int = 3,
     rates_bps: NDArray[np.float64] | None = None,
     grid_points: int = 32,
@@ -290,6 +349,11 @@ def time_slice_bottleneck_rate(
         False (the model that was scored, README "Validation"): the vacations come
         regardless of the receiver's own load.  Not the default until a validation run
         has scored it.
+    effective_competitors : sequence of float, optional
+        c measured for 1, 2, ... busy tasks on the receiver's core (each > 0): the
+        scheduler environment uses :func:`scheduled_competitors` of the workload's c, so
+        that a backlogged receiver gets the share of its core it was measured to get.
+        Empty (the default): c from the workload, the processor-sharing share.
     slice_stages : int, default 3
         Erlang stages of the slice and of the vacation (coefficient of variation
         ``1 / sqrt(slice_stages)``).  The kernel's are nearly constant (README,
@@ -319,7 +383,8 @@ def time_slice_bottleneck_rate(
         cpu_tasks=0, io_tasks=workload.io_tasks, cores=workload.cores, disks=workload.disks
     )
     mu = interrupt_service_time(alone, profile).rate_per_s
-    c = competitors_per_core(workload.cpu_tasks, workload.cores)
+    measured = tuple(float(x) for x in _competitor_table(effective_competitors))
+    c = scheduled_competitors(competitors_per_core(workload.cpu_tasks, workload.cores), measured)
     kernel_s = float(kernel_s_per_datagram)
     if not (np.isfinite(kernel_s) and kernel_s >= 0):
         raise TransportParameterError(
@@ -421,6 +486,7 @@ def time_slice_bottleneck_rate(
             "settle_s": settle_s,
             "wakeup_s": wakeup,
             "wakeup_preemption": wakeup_preemption,
+            "effective_competitors": list(measured),
             "slice_stages": stages,
         },
     )

@@ -318,6 +318,7 @@ def _time_slice_answer(
             kernel_s_per_datagram=costs["kernel_s_per_datagram"],
             settle_s=costs["settle_s"],
             wakeup_s=costs["wakeup_s"],
+            effective_competitors=costs["effective_competitors"],
             rates_bps=rates,
         )
 

@@ -8,6 +8,9 @@ References:
 * The vectorised play-out of the rounds against a plain loop over rounds at one rate
   (a second implementation; rtol 1e-12).
 * c = max(0, (C + 1) / m - 1): the receiver and C tasks spread over m CPUs.
+* The measured competitors (``effective_competitors``): linear interpolation through
+  (0, 0), (1, c_1), (2, c_2), ... by hand (rtol 1e-12); two workloads that the tables map
+  to the same c give the same chain (a second route; numpy's default rtol 1e-7).
 """
 
 from __future__ import annotations
@@ -18,7 +21,11 @@ import pytest
 from host import Workload, host_profile
 from queues.modulated import ModulatedQueue, blast_loss_terms, time_slice_environment
 from transport import TransportParameterError
-from transport.timeslice import competitors_per_core, time_slice_bottleneck_rate
+from transport.timeslice import (
+    competitors_per_core,
+    scheduled_competitors,
+    time_slice_bottleneck_rate,
+)
 
 PROFILE = host_profile("sx280-2007").replace(
     mu_net=30_000.0, buffer_packets=400, coalesce_packets=8, line_rate_bps=8e8
@@ -30,6 +37,64 @@ PROFILE = host_profile("sx280-2007").replace(
 )
 def test_competitors_per_core(C: int, m: int, c: float) -> None:
     assert competitors_per_core(C, m) == pytest.approx(c)
+
+
+@pytest.mark.parametrize(
+    ("c", "measured", "expected"),
+    [
+        (2.0, (), 2.0),  # nothing measured: processor sharing's c
+        (0.0, (0.8, 1.5), 0.0),  # alone stays alone
+        (1.0, (0.8, 1.5), 0.8),  # a measured point
+        (2.0, (0.8, 1.5), 1.5),
+        (0.5, (0.8, 1.5), 0.4),  # on the line through (0, 0) and (1, 0.8)
+        (1.5, (0.8, 1.5), 1.15),  # halfway from (1, 0.8) to (2, 1.5)
+        (4.0, (0.8, 1.5), 3.0),  # beyond the last: c * c_n / n = 4 * 1.5 / 2
+    ],
+)
+def test_scheduled_competitors_interpolate_the_measured_ones(
+    c: float, measured: tuple[float, ...], expected: float
+) -> None:
+    assert scheduled_competitors(c, measured) == pytest.approx(expected, rel=1e-12)
+
+
+def test_measured_competitors_are_the_chain_of_that_many_competitors() -> None:
+    # A second route to the same chain: three busy tasks measured as 2.1 competitors give
+    # the model of a workload whose c is 2.1 by another table, and 1.8 competitors lose
+    # less than the nominal 3 at every rate (a larger share drains faster).
+    kw = {"file_size_bytes": 2_000_000, "propagation_delay_s": 0.01, "time_slice_s": 3e-3}
+    rates = np.array([100e6, 200e6, 300e6])
+    small = PROFILE.replace(buffer_packets=92)
+    three = time_slice_bottleneck_rate(
+        Workload(cpu_tasks=3, io_tasks=0),
+        small,
+        rates_bps=rates,
+        effective_competitors=(1.0, 1.6, 2.1),
+        **kw,
+    )
+    two = time_slice_bottleneck_rate(
+        Workload(cpu_tasks=2, io_tasks=0),
+        small,
+        rates_bps=rates,
+        effective_competitors=(0.5, 2.1),
+        **kw,
+    )
+    assert three.competitors == two.competitors == pytest.approx(2.1)
+    np.testing.assert_allclose(three.curve.first_round_loss, two.curve.first_round_loss)
+    np.testing.assert_allclose(three.curve.transfer_time_s, two.curve.transfer_time_s)
+    nominal = time_slice_bottleneck_rate(
+        Workload(cpu_tasks=3, io_tasks=0), small, rates_bps=rates, **kw
+    )
+    assert nominal.competitors == 3.0
+    assert np.all(three.curve.first_round_loss < nominal.curve.first_round_loss)
+    with pytest.raises(TransportParameterError) as err:
+        time_slice_bottleneck_rate(
+            Workload(cpu_tasks=3, io_tasks=0),
+            small,
+            rates_bps=rates,
+            effective_competitors=(1.0, 0.0),
+            **kw,
+        )
+    assert err.value.parameter == "effective_competitors"
 
 
 def test_a_lossless_transfer_is_one_blast_and_one_feedback() -> None:
@@ -205,10 +270,21 @@ def test_time_slice_costs_read_a_calibration_and_fall_back_to_the_defaults() -> 
 
     profile = host_profile("sx280-2007")  # mu_net 41,600/s: a wake-up lasts 24 us
     assert time_slice_costs(None, profile) == TimeSliceCosts(DEFAULT_TIME_SLICE_S, 0.0, 0.0)
-    given = {"time_slice_s": 0.004, "kernel_s_per_datagram": 9e-6, "wakeup_s": 1e-5}
+    given = {
+        "time_slice_s": 0.004,
+        "kernel_s_per_datagram": 9e-6,
+        "wakeup_s": 1e-5,
+        "effective_competitors": [0.9, 1.5, 2.2],
+    }
     assert time_slice_costs(given, profile).to_dict() == given
-    bad = {"time_slice_s": -1, "kernel_s_per_datagram": True, "wakeup_s": 1e-3}
+    bad = {
+        "time_slice_s": -1,
+        "kernel_s_per_datagram": True,
+        "wakeup_s": 1e-3,
+        "effective_competitors": [1.0, -2.0],
+    }
     assert time_slice_costs(bad, profile) == TimeSliceCosts()
+    assert time_slice_costs({"effective_competitors": "1,2"}, profile) == TimeSliceCosts()
     assert time_slice_costs({"time_slice_s": float("inf")}, profile).time_slice_s == (
         DEFAULT_TIME_SLICE_S
     )

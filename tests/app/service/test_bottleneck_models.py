@@ -32,7 +32,12 @@ LAB = HostProfile(
     line_rate_bps=7e8,
     packet_payload_bytes=1468,
 )
-CALIBRATION = {"time_slice_s": 0.0035, "kernel_s_per_datagram": 9e-6, "wakeup_s": 1.2e-5}
+CALIBRATION: dict[str, Any] = {
+    "time_slice_s": 0.0035,
+    "kernel_s_per_datagram": 9e-6,
+    "wakeup_s": 1.2e-5,
+    "effective_competitors": [0.9, 1.6],
+}
 QUERY = {"cpu_tasks": 2, "io_tasks": 0, "file_size": "20MB", "propagation_delay": "10ms"}
 
 
@@ -45,7 +50,7 @@ def api(make_client: Callable[..., TestClient], tmp_path: Path) -> TestClient:
     return client
 
 
-def _library(workload: Workload, profile: HostProfile, costs: dict[str, float]) -> Any:
+def _library(workload: Workload, profile: HostProfile, costs: dict[str, Any]) -> Any:
     return transport.time_slice_bottleneck_rate(
         workload,
         profile,
@@ -159,6 +164,7 @@ def test_a_built_in_profile_takes_the_default_calibration(api: TestClient) -> No
         "time_slice_s": transport.DEFAULT_TIME_SLICE_S,
         "kernel_s_per_datagram": 0.0,
         "wakeup_s": 0.0,
+        "effective_competitors": [],
         "settle_s": transport.DEFAULT_SETTLE_S,
     }
     expected = _library(Workload(cpu_tasks=2, io_tasks=0), host_profile("sx280-2007"), {})
