@@ -393,7 +393,8 @@ def calibrate_contention(
     The time-slice model gives a backlogged receiver ``left / (b (1 + c))`` of them, with
     ``left = 1 - lambda k`` the CPU the kernel leaves and b the receiver's own cost per
     datagram (:func:`calibrate_link`); solved for c, that is the effective number of
-    competitors ``c_C`` (:func:`transport.scheduled_competitors`).
+    competitors ``c_C`` (:func:`transport.scheduled_competitors`).  lambda is the line rate
+    the blasts are paced at, not each blast's achieved rate.
     """
     old = os.sched_getaffinity(0)
     lam = line_bps / (8.0 * PAYLOAD)
@@ -421,14 +422,19 @@ def calibrate_contention(
                         reports.recv()
                     first = rep.rounds[0]
                     received = first.packets_sent - first.missing_after
+                    # Only a blast that lost something says what the receiver drains;
+                    # one that delivered less than the buffer holds says nothing either.
+                    rate = None
                     if first.missing_after > 0 and first.blast_s > 0:
-                        drained.append((received - buffer_packets) / first.blast_s)
+                        rate = (received - buffer_packets) / first.blast_s
+                    if rate is not None and rate > 0:
+                        drained.append(rate)
                     rows.append(
                         {
                             "cpu_tasks": tasks,
                             "first_round_loss": first.loss,
                             "blast_s": first.blast_s,
-                            "drained_pps": drained[-1] if first.missing_after > 0 else None,
+                            "drained_pps": rate,
                         }
                     )
             finally:
@@ -437,7 +443,9 @@ def calibrate_contention(
             # It kept up: no share measured; the model's own c stands for this C on.
             break
         c = left / (net["per_datagram_s"] * statistics.fmean(drained)) - 1.0
-        measured.append(max(c, 1e-3))
+        # The bounds transport accepts: a receiver that drained more than the model's
+        # whole core gives it is recorded as all but alone.
+        measured.append(min(max(c, 1e-3), 1e3))
     return {
         "effective_competitors": measured,
         "arrival_pps": lam,

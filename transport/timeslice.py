@@ -23,6 +23,7 @@ something, the receiver's settle time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,13 @@ DEFAULT_TIME_SLICE_S = 1.5e-3
 #: ``blastrate receive`` waits by default.
 DEFAULT_SETTLE_S = 0.02
 _MAX_ROUNDS = 1000
+# Bounds on a calibration read from a free-form provenance; outside them, the default.
+_MAX_SLICE_S = 1.0
+_MAX_KERNEL_S = 0.01
+# Measured competitors: values and length that a calibration can give.
+_MIN_COMPETITORS = 1e-3
+_MAX_COMPETITORS = 1e3
+_MAX_TABLE = 1024
 
 
 @dataclass(frozen=True)
@@ -96,9 +104,10 @@ def time_slice_costs(provenance: Mapping[str, Any] | None, profile: HostProfile)
     ``blastrate calibrate`` stores the scheduler's slice as ``time_slice_s``; a
     calibration on the link itself (``benchmarks/validate_transfer.py``) also stores
     ``kernel_s_per_datagram``, ``wakeup_s`` and ``effective_competitors``.  What is
-    absent, not a positive number, or (for ``wakeup_s``) not below a whole wake-up's time
-    ``1 / mu_net`` falls back to the default: :data:`DEFAULT_TIME_SLICE_S`, 0 and 0; an
-    ``effective_competitors`` that is not a list of positive numbers, to none.
+    absent, not a positive number (or above 1 s for the slice, 10 ms for the kernel's cost),
+    or (for ``wakeup_s``) not below a whole wake-up's time ``1 / mu_net`` falls back to the
+    default: :data:`DEFAULT_TIME_SLICE_S`, 0 and 0; an ``effective_competitors`` that is not
+    a list of at most 1,024 numbers in [0.001, 1000], to none.
 
     Parameters
     ----------
@@ -112,13 +121,10 @@ def time_slice_costs(provenance: Mapping[str, Any] | None, profile: HostProfile)
     TimeSliceCosts
     """
 
-    def number(key: str) -> float | None:
-        value = (provenance or {}).get(key)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            return None
-        return float(value) if np.isfinite(value) else None
+    def number(key: str, upper: float) -> float | None:
+        return _bounded_number((provenance or {}).get(key), upper)
 
-    wakeup = number("wakeup_s") or 0.0
+    wakeup = number("wakeup_s", 1.0) or 0.0
     if wakeup * profile.mu_net >= 1.0:
         wakeup = 0.0  # no wake-up can cost more than its whole time
     table = (provenance or {}).get("effective_competitors")
@@ -127,23 +133,39 @@ def time_slice_costs(provenance: Mapping[str, Any] | None, profile: HostProfile)
     except TransportParameterError:
         measured = ()
     return TimeSliceCosts(
-        time_slice_s=number("time_slice_s") or DEFAULT_TIME_SLICE_S,
-        kernel_s_per_datagram=number("kernel_s_per_datagram") or 0.0,
+        time_slice_s=number("time_slice_s", _MAX_SLICE_S) or DEFAULT_TIME_SLICE_S,
+        kernel_s_per_datagram=number("kernel_s_per_datagram", _MAX_KERNEL_S) or 0.0,
         wakeup_s=wakeup,
         effective_competitors=measured,
     )
 
 
+def _bounded_number(value: Any, upper: float, lower: float = 0.0) -> float | None:
+    """``value`` as a float in (lower, upper], else None (a stored provenance is free-form:
+    bools, strings, ints too large for a float and NaN all land here)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        x = float(value)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) and lower < x <= upper else None
+
+
 def _competitor_table(table: Any) -> NDArray[np.float64]:
-    values = np.asarray(table if table is not None else [], dtype=object)
-    if values.ndim != 1 or any(
-        isinstance(v, bool) or not isinstance(v, int | float) or not (np.isfinite(v) and v > 0)
-        for v in values
-    ):
-        raise TransportParameterError(
-            "effective_competitors", f"must be a list of finite numbers > 0, got {table!r}"
-        )
-    return values.astype(np.float64)
+    values = list(table) if isinstance(table, list | tuple | np.ndarray) else None
+    if values is not None and len(values) <= _MAX_TABLE:
+        parsed = [
+            _bounded_number(v, _MAX_COMPETITORS, lower=_MIN_COMPETITORS * (1 - 1e-12))
+            for v in values
+        ]
+        if all(x is not None for x in parsed):
+            return np.array(parsed, dtype=np.float64)
+    raise TransportParameterError(
+        "effective_competitors",
+        f"must be a list of at most {_MAX_TABLE} numbers in [{_MIN_COMPETITORS:g}, "
+        f"{_MAX_COMPETITORS:g}], got {table!r}"[:300],
+    )
 
 
 def scheduled_competitors(competitors: float, measured: Sequence[float] = ()) -> float:
@@ -162,7 +184,8 @@ def scheduled_competitors(competitors: float, measured: Sequence[float] = ()) ->
     competitors : float
         c from the workload (:func:`competitors_per_core`), >= 0.
     measured : sequence of float, optional
-        c_1, c_2, ... measured for 1, 2, ... busy tasks (each > 0); empty: c unchanged.
+        c_1, c_2, ... measured for 1, 2, ... busy tasks (each in [0.001, 1000]); empty:
+        c unchanged.
 
     Returns
     -------
@@ -350,7 +373,8 @@ def time_slice_bottleneck_rate(
         regardless of the receiver's own load.  Not the default until a validation run
         has scored it.
     effective_competitors : sequence of float, optional
-        c measured for 1, 2, ... busy tasks on the receiver's core (each > 0): the
+        c measured for 1, 2, ... busy tasks on the receiver's core (each in [0.001, 1000],
+        at most 1,024 of them): the
         scheduler environment uses :func:`scheduled_competitors` of the workload's c, so
         that a backlogged receiver gets the share of its core it was measured to get.
         Empty (the default): c from the workload, the processor-sharing share.

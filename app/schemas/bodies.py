@@ -444,7 +444,8 @@ class TimeSliceInputs(ResponseModel):
     wakeup_s: float = Field(description="A wake-up's cost beyond its datagrams' (s).")
     effective_competitors: list[float] = Field(
         description="c measured for 1, 2, ... busy tasks on the receiver's core: the share "
-        "1 / (1 + c) of it a backlogged receiver gets (empty: c = C, processor sharing)."
+        "1 / (1 + c) of it a backlogged receiver gets (empty: c from the workload, "
+        "max(0, (C + 1) / m - 1), processor sharing)."
     )
     settle_s: float = Field(description="The receiver's wait for stragglers (s).")
 

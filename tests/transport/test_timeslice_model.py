@@ -59,7 +59,7 @@ def test_scheduled_competitors_interpolate_the_measured_ones(
 
 def test_measured_competitors_are_the_chain_of_that_many_competitors() -> None:
     # A second route to the same chain: three busy tasks measured as 2.1 competitors give
-    # the model of a workload whose c is 2.1 by another table, and 1.8 competitors lose
+    # the model of a workload whose c is 2.1 by another table, and 2.1 competitors lose
     # less than the nominal 3 at every rate (a larger share drains faster).
     kw = {"file_size_bytes": 2_000_000, "propagation_delay_s": 0.01, "time_slice_s": 3e-3}
     rates = np.array([100e6, 200e6, 300e6])
@@ -284,7 +284,22 @@ def test_time_slice_costs_read_a_calibration_and_fall_back_to_the_defaults() -> 
         "effective_competitors": [1.0, -2.0],
     }
     assert time_slice_costs(bad, profile) == TimeSliceCosts()
-    assert time_slice_costs({"effective_competitors": "1,2"}, profile) == TimeSliceCosts()
+    assert time_slice_costs({"time_slice_s": 10**400}, profile) == TimeSliceCosts()
+    # A stored provenance is free-form: a table that is not a short list of numbers in
+    # [0.001, 1000] is no table (never a 500, never a request that fails on every call).
+    for table in (
+        "1,2",
+        [[1.0, 2.0]],
+        [10**400],
+        [1e308],
+        [1e-320],
+        [float("nan")],
+        [True],
+        [1.0, None],
+        [1.0] * 2000,
+    ):
+        got = time_slice_costs({"effective_competitors": table}, profile)
+        assert got == TimeSliceCosts(), table
     assert time_slice_costs({"time_slice_s": float("inf")}, profile).time_slice_s == (
         DEFAULT_TIME_SLICE_S
     )
