@@ -243,11 +243,8 @@ class ReceiverAdvisor:
                 host,
                 file_size_bytes=size,
                 propagation_delay_s=delay,
-                time_slice_s=costs.time_slice_s,
-                kernel_s_per_datagram=costs.kernel_s_per_datagram,
                 settle_s=self.settle_s,
-                wakeup_s=costs.wakeup_s,
-                effective_competitors=costs.effective_competitors,
+                **costs.to_dict(),
             )
             rate, loss, t = ts.rate_bps, ts.first_round_loss, ts.transfer_time_s
         return RateAdvice(

@@ -168,7 +168,9 @@ def _competitor_table(table: Any) -> NDArray[np.float64]:
     )
 
 
-def scheduled_competitors(competitors: float, measured: Sequence[float] = ()) -> float:
+def scheduled_competitors(
+    competitors: float, measured: Sequence[float] | NDArray[np.float64] = ()
+) -> float:
     """c as the scheduler makes it: the measured value for a number of busy tasks.
 
     A backlogged receiver with C busy tasks on its core does not get the 1 / (C + 1) of
@@ -374,9 +376,9 @@ def time_slice_bottleneck_rate(
         has scored it.
     effective_competitors : sequence of float, optional
         c measured for 1, 2, ... busy tasks on the receiver's core (each in [0.001, 1000],
-        at most 1,024 of them): the
-        scheduler environment uses :func:`scheduled_competitors` of the workload's c, so
-        that a backlogged receiver gets the share of its core it was measured to get.
+        at most 1,024 of them): the scheduler environment uses
+        :func:`scheduled_competitors` of the workload's c, so that a backlogged receiver
+        gets the share of its core it was measured to get.
         Empty (the default): c from the workload, the processor-sharing share.
     slice_stages : int, default 3
         Erlang stages of the slice and of the vacation (coefficient of variation
@@ -407,7 +409,7 @@ def time_slice_bottleneck_rate(
         cpu_tasks=0, io_tasks=workload.io_tasks, cores=workload.cores, disks=workload.disks
     )
     mu = interrupt_service_time(alone, profile).rate_per_s
-    measured = tuple(float(x) for x in _competitor_table(effective_competitors))
+    measured = _competitor_table(effective_competitors)
     c = scheduled_competitors(competitors_per_core(workload.cpu_tasks, workload.cores), measured)
     kernel_s = float(kernel_s_per_datagram)
     if not (np.isfinite(kernel_s) and kernel_s >= 0):
@@ -510,7 +512,7 @@ def time_slice_bottleneck_rate(
             "settle_s": settle_s,
             "wakeup_s": wakeup,
             "wakeup_preemption": wakeup_preemption,
-            "effective_competitors": list(measured),
+            "effective_competitors": measured.tolist(),
             "slice_stages": stages,
         },
     )

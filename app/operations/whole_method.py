@@ -314,12 +314,8 @@ def _time_slice_answer(
             host,
             file_size_bytes=transfer["file_size_bytes"],
             propagation_delay_s=transfer["propagation_delay_s"],
-            time_slice_s=costs["time_slice_s"],
-            kernel_s_per_datagram=costs["kernel_s_per_datagram"],
-            settle_s=costs["settle_s"],
-            wakeup_s=costs["wakeup_s"],
-            effective_competitors=costs["effective_competitors"],
             rates_bps=rates,
+            **costs,  # TimeSliceCosts.to_dict() and settle_s: keywords of the model
         )
 
     result = scored()
