@@ -82,8 +82,15 @@ def _model_text(inputs: dict[str, Any]) -> str:
     if model != "timeslice":
         return "paper (processor sharing, stationary loss)"
     ts = inputs["time_slice"]
+    # An older server's answer has no measured competitors.
+    measured = ts.get("effective_competitors") or []
+    share = (
+        "measured competitors " + ", ".join(f"{c:.3g}" for c in measured)
+        if measured
+        else "competitors C (processor sharing)"
+    )
     return (
         f"timeslice: slice {seconds_text(ts['time_slice_s'])}, kernel "
         f"{seconds_text(ts['kernel_s_per_datagram'])}/datagram, wake-up "
-        f"{seconds_text(ts['wakeup_s'])}, settle {seconds_text(ts['settle_s'])}"
+        f"{seconds_text(ts['wakeup_s'])}, settle {seconds_text(ts['settle_s'])}, {share}"
     )

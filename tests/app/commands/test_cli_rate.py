@@ -249,6 +249,14 @@ def test_rate_model_timeslice_uses_the_default_profiles_calibration(
     assert body["inputs"]["time_slice"]["time_slice_s"] == 0.004
     text = invoke("rate", *argv, "--model", "timeslice").stdout
     assert "timeslice: slice 4 ms" in text and "(first blast)" in text
+    assert "competitors C (processor sharing)" in text
+    # A measured share, where a calibration gave one, is named on the model line too.
+    store.put(
+        lab.replace(name="lab-4"),
+        provenance={**calibration, "effective_competitors": [0.9, 1.6]},
+    )
+    shared = invoke("rate", *argv, "--model", "timeslice", "--profile", "lab-4").stdout
+    assert "measured competitors 0.9, 1.6" in shared
     paper = json.loads(invoke("rate", *argv, "--json").stdout)
     assert paper["inputs"]["model"] == "paper" and "time_slice" not in paper["inputs"]
 
