@@ -37,6 +37,23 @@ if [ "$installed" = false ]; then
     -c "$root/constraints.txt" -e "$root${extras:+[$extras]}"
   touch "$stamp"
 fi
+# SuiteSparse's AMD ordering (BSD-3) halves the engine's sparse LU time on grid-like
+# chains; without it the LU route falls back to SuperLU's ordering (same answers, slower;
+# srn/_ordering.py). Debian ships it as libamd3 (bookworm: libamd2). Installed when
+# missing and we can, never fatal.
+if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libamd\.so'; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    amd_package() { apt-cache show libamd3 >/dev/null 2>&1 && echo libamd3 || echo libamd2; }
+    { apt-get install -y -qq --no-install-recommends "$(amd_package)" ||
+      { apt-get update -qq && apt-get install -y -qq --no-install-recommends "$(amd_package)"; }
+    } >/dev/null 2>&1 ||
+      echo "scripts/_venv.sh: could not install libamd; the LU route will be slower" >&2
+  else
+    echo "scripts/_venv.sh: libamd is missing; the engine's LU route will be slower." \
+      "As root: apt-get install libamd3 (or libamd2)" >&2
+  fi
+fi
 # The dense matrices here are small (hundreds of states), where BLAS threads only add
 # contention with the server's own workers: on a loaded 2-core host they turned a 4 ms
 # eigen-decomposition into a second. One BLAS thread per process, unless told otherwise.

@@ -20,8 +20,11 @@ first whose residual ``||pi Q||_1`` meets the target:
    many.  A sweep is subtraction-free, so where it converges fast (the courier
    protocol: 38 sweeps, 0.01 s, where LU took 12 s) it is accepted only once every
    probability has stopped moving in its 14th digit: relative, state by state.
-5. ``sparse-lu``: SuperLU with a minimum-degree ordering of ``A + A^T``, when the fill
-   estimated before factorising (the envelope of the RCM order) fits the memory budget.
+5. ``sparse-lu``: SuperLU in an approximate minimum degree (AMD) ordering of
+   ``A + A^T`` (SuperLU's own minimum-degree ordering where SuiteSparse's AMD library is
+   not installed: same answer, about twice the factorisation time on grid-like chains),
+   when the fill estimated before factorising (the envelope of the RCM order) fits the
+   memory budget.
 6. ``bicgstab-gs``: BiCGSTAB preconditioned by a Gauss-Seidel sweep (GMRES(50) after a
    breakdown, reported as ``gmres-gs``); stops early when the residual stagnates.
 7. ``gmres-ilu``: GMRES(50) preconditioned by an incomplete LU whose fill is capped by
@@ -55,6 +58,7 @@ import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
 from ._generator import DENSE_MAX, as_generator, rcm_profile
+from ._ordering import AMD_LIBRARY_MISSING, amd_order
 from .errors import ConvergenceError, LimitExceededError, NotErgodicError
 
 if TYPE_CHECKING:
@@ -118,7 +122,8 @@ class SolverAttempt:
     seconds : float
         Wall time it took.
     note : str
-        Why it stopped short, when it did.
+        Why it stopped short, when it did; for ``sparse-lu``, the ordering it used
+        (AMD, or SuperLU's own where the AMD library is not installed).
     """
 
     method: str
@@ -417,6 +422,8 @@ class _Cascade:
         self.best: NDArray[np.float64] | None = None
         self.best_residual = math.inf
         self.route_name = ""
+        # What a route that succeeded wants said about how (its attempt's note).
+        self.route_note = ""
         self.workers = workers
 
     @property
@@ -478,10 +485,11 @@ class _Cascade:
             self.check_time()
             began = time.perf_counter()
             iterations, note, x = 0, "", None
-            self.route_name = route
+            self.route_name, self.route_note = route, ""
             self.report(route, 0)
             try:
                 x, iterations = getattr(self, "_" + route.replace("-", "_"))()
+                note = self.route_note
             except _Stopped as stop:
                 note, x, iterations = str(stop), stop.x, stop.iterations
             except MemoryError:
@@ -563,14 +571,31 @@ class _Cascade:
 
     def _sparse_lu(self) -> tuple[NDArray[np.float64], int]:
         def factor(B: sp.csc_array, c: NDArray[np.float64]) -> tuple[Any, int]:
-            # Columns of Q^T are diagonally dominant: no pivoting needed, and none keeps
-            # the minimum-degree order's fill.
-            lu = spla.splu(B, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0)
-            y = lu.solve(c)
-            # Two steps of iterative refinement recover digits lost to growth.
+            # Columns of Q^T are diagonally dominant, and stay so under a symmetric
+            # permutation: no pivoting needed, and none keeps the ordering's fill.
+            order = amd_order(B)
+            if order is None:
+                self.route_note = f"SuperLU's minimum-degree ordering ({AMD_LIBRARY_MISSING})"
+                lu = spla.splu(B, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0)
+            else:
+                self.route_note = "AMD ordering"
+                B, c = sp.csc_array(B[order][:, order]), c[order]
+                lu = spla.splu(B, permc_spec="NATURAL", diag_pivot_thresh=0.0)
+            # Two steps of iterative refinement recover digits lost to growth.  Their
+            # residuals are computed in extended precision (x86's 80-bit long double;
+            # plain double where long double is no wider), so they converge to the
+            # pinned system's own answer whatever the order: with double residuals the
+            # answer to an ill-conditioned chain (a double well with a barrier of 20,
+            # tests/srn/test_srn_hard_chains.py) wandered over 1e-7 to 1.4e-5 with the
+            # order and the number of steps.
+            wide_B, wide_c = B.astype(np.longdouble), c.astype(np.longdouble)
+            y = lu.solve(c).astype(np.longdouble)
             for _ in range(2):
-                y = y + lu.solve(c - B @ y)
-            return y, 0
+                y += lu.solve((wide_c - wide_B @ y).astype(np.float64))
+            solution = y.astype(np.float64)
+            if order is not None:
+                solution[order] = solution.copy()
+            return solution, 0
 
         return self._solve_pinned(factor)
 

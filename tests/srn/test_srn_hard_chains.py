@@ -172,7 +172,7 @@ def double_well(barrier: float, seed: int, size: int = 2_000) -> tuple[sp.csr_ar
     return Q, weight / weight.sum()
 
 
-@pytest.mark.parametrize(("barrier", "tolerance"), [(20.0, 1e-5), (28.0, 0.05)])
+@pytest.mark.parametrize(("barrier", "tolerance"), [(20.0, 3e-5), (28.0, 0.05)])
 def test_sweeps_do_not_answer_for_a_metastable_chain(barrier, tolerance):
     # Found in review: on a double well the sweeps' change per sweep falls below 1e-14
     # while the wells' masses are still where the start put them (0.496 for the first
@@ -180,6 +180,13 @@ def test_sweeps_do_not_answer_for_a_metastable_chain(barrier, tolerance):
     # accepted on its residual.  Now two starts must agree, a stopped run is never
     # accepted, and the LU route answers; at barrier 28 the chain is ill-conditioned for
     # every route (LU itself is off by 2.7e-2 relative), hence the wider tolerance.
+    # At barrier 20 the rates as stored in double fix the answer to about 1e-5 only: the
+    # LU route with its refinement converged (extended-precision residuals) answers
+    # 5.5e-6 off exp(-E) when it pins the most probable state and 1.05e-5 off when it
+    # pins the fastest, in either fill-reducing order.  The tolerance was 1e-5, set when
+    # SuperLU's order with double residuals happened to land 1.6e-7 off; AMD's order
+    # with double residuals landed 1.4e-5 off and failed it, so it is now 3e-5: three
+    # times that spread.
     Q, exact = double_well(barrier, seed=1)
     result = steady_state(Q)
     assert result.method != "gauss-seidel"
