@@ -71,7 +71,8 @@ def solve_summary(body: dict[str, Any]) -> str:
     ]
     if body.get("steady_state"):
         ss = body["steady_state"]
-        lines.append(f"residual ||pi Q||_1 = {ss['residual']:.3e} ({ss['method']})")
+        how = ", ".join(filter(None, (ss["method"], ss.get("note"))))
+        lines.append(f"residual ||pi Q||_1 = {ss['residual']:.3e} ({how})")
         lines.extend(_measure_lines(ss["measures"]))
     if body.get("transient"):
         tr = body["transient"]

@@ -529,6 +529,7 @@ def _solve(
             "residual": float(solution.residual),
             "method": solution.method,
             "iterations": int(solution.iterations),
+            "note": solution.attempts[-1].note if solution.attempts else "",
             "measures": _measures(graph, pi, measures_spec),
         }
         distribution: Any = pi

@@ -1031,6 +1031,12 @@ class SteadyStateOut(ResponseModel):
     residual: float = Field(description="||pi Q||_1")
     method: str
     iterations: int
+    note: str = Field(
+        "",
+        description="How the route that answered did it, where it says: for `sparse-lu`, "
+        "the fill-reducing order (`AMD ordering`, or SuperLU's own where the AMD library "
+        "is not installed)",
+    )
     measures: Measures
 
 

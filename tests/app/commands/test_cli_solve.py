@@ -23,6 +23,19 @@ def test_solve_a_net_file(tmp_path: Path) -> None:
     assert result.exit_code == EXIT_OK and "residual" in result.stdout
 
 
+def test_solve_says_which_order_its_lu_route_used(tmp_path: Path) -> None:
+    # 20,301 states: too wide a band for the banded route and too slow a chain for the
+    # sweeps, so the sparse LU answers; the answer says in which fill-reducing order.
+    path = write_json(tmp_path / "cycle.json", cycle_net(200))
+    result = invoke("solve", str(path), "--json")
+    assert result.exit_code == EXIT_OK, result.stderr
+    steady = json.loads(result.stdout)["steady_state"]
+    assert steady["method"] == "sparse-lu"
+    assert steady["note"] == "AMD ordering" or "libamd not found" in steady["note"]
+    text = invoke("solve", str(path))
+    assert f"(sparse-lu, {steady['note']})" in text.stdout
+
+
 def test_solve_reads_stdin() -> None:
     result = invoke("solve", "-", "--json", stdin=json.dumps(queue_net()))
     assert result.exit_code == EXIT_OK, result.stderr
