@@ -56,7 +56,7 @@ from sqlalchemy import (
     delete,
     select,
 )
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -88,8 +88,24 @@ class ProfileStoreError(RuntimeError):
     """The profile database could not be reached or written (a server-side fault).
 
     Distinct from :class:`~host.WorkloadError`, which is the caller's mistake (an unknown
-    or built-in name, an invalid value).
+    or built-in name, an invalid value).  The message names only the kind of failure, so
+    a service may pass it to its clients; ``detail`` (the database driver's first line)
+    and ``bad_url`` are for the operator.
+
+    Attributes
+    ----------
+    bad_url : bool
+        The URL itself is unusable: not an SQLAlchemy URL, or a dialect or driver that is
+        not installed.
+    detail : str
+        The underlying error's first line (at most 200 characters); it may name hosts,
+        users and paths.
     """
+
+    def __init__(self, message: str, *, bad_url: bool = False, detail: str = "") -> None:
+        super().__init__(message)
+        self.bad_url = bad_url
+        self.detail = detail
 
 
 def database_url(url: str | None = None) -> str:
@@ -217,8 +233,11 @@ class ProfileStore:
                     # As a writer: two processes creating the table at once take turns.
                     _Base.metadata.create_all(for_writing(engine))
                 except SQLAlchemyError as exc:
+                    lines = str(exc).strip().splitlines()
                     raise ProfileStoreError(
-                        f"profile database unavailable: {type(exc).__name__}"
+                        f"profile database unavailable: {type(exc).__name__}",
+                        bad_url=isinstance(exc, (ArgumentError, NoSuchModuleError)),
+                        detail=lines[0][:200] if lines else "",
                     ) from exc
                 self._engine = engine
             return self._engine

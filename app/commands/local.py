@@ -19,12 +19,13 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from .common import EXIT_INTERNAL, EXIT_MODEL, CliError, error_from_problem
+from .common import EXIT_INTERNAL, EXIT_MODEL, EXIT_USAGE, CliError, error_from_problem
 
 __all__ = [
     "DEFAULT_LOCAL_TIMEOUT_S",
     "Reporter",
     "library_errors",
+    "profile_database_error",
     "progress",
     "progress_text",
     "run_local",
@@ -62,7 +63,7 @@ def progress_text(label: str, info: Mapping[str, Any]) -> str:
 def library_errors(aliases: Mapping[str, str] | None = None) -> Iterator[None]:
     """Library errors raised inside the block become one-line :class:`CliError`."""
     from app.schemas.problems import ProblemError, translated_errors
-    from host.store import DATABASE_URL_ENV, ProfileStoreError
+    from host.store import ProfileStoreError
 
     try:
         with translated_errors(aliases):
@@ -70,12 +71,48 @@ def library_errors(aliases: Mapping[str, str] | None = None) -> Iterator[None]:
     except ProblemError as problem:
         raise error_from_problem(problem.to_dict(""), local=True) from None
     except ProfileStoreError as exc:
-        # Not the user's input: the profile database (where the host default lives).
-        raise CliError(
-            f"{DATABASE_URL_ENV}: {exc}; point it at a database this user can write, "
-            "or name a built-in profile with --profile",
-            EXIT_INTERNAL,
-        ) from None
+        raise profile_database_error(exc) from None
+
+
+def profile_database_error(exc: Any) -> CliError:
+    """The one-line error for a :class:`host.store.ProfileStoreError`: it names
+    ``BLASTRATE_DATABASE_URL`` and the URL in use (password hidden) and says why.
+
+    A URL that cannot be used at all (not an SQLAlchemy URL, or a driver not installed)
+    is bad input, exit 2; a database that cannot be opened or written, exit 1.
+    """
+    from host.store import DATABASE_URL_ENV, database_url
+
+    url = _shown_url(database_url())
+    why = f"{exc}" + (f" ({exc.detail})" if getattr(exc, "detail", "") else "")
+    if getattr(exc, "bad_url", False):
+        return CliError(
+            f"{DATABASE_URL_ENV}: cannot use {url!r}: {why}; give an SQLAlchemy URL such as "
+            "sqlite:////absolute/path/blastrate.db or postgresql+psycopg://user@host/db",
+            EXIT_USAGE,
+        )
+    return CliError(
+        f"{DATABASE_URL_ENV}: {url!r}: {why}; point it at a database this user can "
+        "write, or name a built-in profile with --profile",
+        EXIT_INTERNAL,
+    )
+
+
+def _shown_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        # Not a URL SQLAlchemy can read: hide whatever sits between ':' and '@'.
+        head, at, tail = url.rpartition("@")
+        if not at:
+            return url
+        scheme, sep, rest = head.partition("://")
+        user = rest.split(":", 1)[0]
+        return f"{scheme}{sep}{user}:***@{tail}" if ":" in rest else url
 
 
 @contextmanager

@@ -16,7 +16,8 @@ from typing import Any
 import click
 
 from .common import FINITE, print_table
-from .service_client import EXIT_INTERNAL, CommandError, call_service, print_json
+from .local import profile_database_error
+from .service_client import CommandError, call_service, print_json
 
 __all__ = ["profiles"]
 
@@ -54,7 +55,7 @@ def _local(action: Any) -> Any:
         typed = "NAME" if field in ("profile", "name") else "--" + field.replace("_", "-")
         raise CommandError(f"{typed}: {exc}") from None
     except ProfileStoreError as exc:
-        raise CommandError(f"profile database: {exc}", EXIT_INTERNAL) from None
+        raise profile_database_error(exc) from None
 
 
 def _entry_dict(entry: Any) -> dict[str, Any]:

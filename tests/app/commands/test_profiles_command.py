@@ -154,3 +154,27 @@ def test_default_is_shown_set_marked_and_cleared(cli: Any) -> None:
     assert cli("default", "--clear").output.strip().startswith("sx280-2007")
     listed = json.loads(cli("list", "--json").output)
     assert [p["name"] for p in listed if p.get("default")] == ["sx280-2007"]
+
+
+@pytest.mark.parametrize(
+    ("url", "status", "reason"),
+    [
+        # Two slashes: SQLAlchemy reads "blastrate.db" as a host, not a file.
+        ("sqlite://blastrate.db", 2, "Invalid SQLite URL"),
+        # "postgres://" is not a dialect SQLAlchemy knows (it wants "postgresql").
+        ("postgres://user:hunter2@db.example/blastrate", 2, "postgres"),
+        ("sqlite:////nonexistent-dir/for/sure/p.db", 1, "unable to open database file"),
+    ],
+)
+def test_an_unusable_database_url_is_named_with_why(
+    monkeypatch: pytest.MonkeyPatch, url: str, status: int, reason: str
+) -> None:
+    # Found by a newcomer's trial: these were "profile database: profile database
+    # unavailable: ArgumentError", exit 1 ("internal error"), naming neither the setting
+    # nor the URL.  A URL that cannot be used at all is bad input (2); a database that
+    # cannot be opened stays 1.  A password is never printed.
+    monkeypatch.setenv("BLASTRATE_DATABASE_URL", url)
+    result = CliRunner().invoke(profiles, ["default"])
+    assert result.exit_code == status, result.output
+    assert "BLASTRATE_DATABASE_URL" in result.output and reason in result.output
+    assert "hunter2" not in result.output
