@@ -32,6 +32,12 @@ ENV PATH=/opt/blastrate/bin:$PATH \
     OMP_NUM_THREADS=1 \
     NUMBA_CACHE_DIR=/tmp/numba-cache
 COPY --from=build /opt/blastrate /opt/blastrate
+# SuiteSparse's AMD ordering for the engine's sparse LU (srn/_ordering.py): without it the
+# route falls back to SuperLU's own order, with the same answers in about twice the time.
+RUN apt-get update \
+    && (apt-cache show libamd3 >/dev/null 2>&1 && amd=libamd3 || amd=libamd2; \
+        apt-get install -y --no-install-recommends "$amd") \
+    && rm -rf /var/lib/apt/lists/*
 RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin blastrate
 USER blastrate
 WORKDIR /tmp

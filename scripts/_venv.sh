@@ -40,15 +40,22 @@ fi
 # SuiteSparse's AMD ordering (BSD-3) halves the engine's sparse LU time on grid-like
 # chains; without it the LU route falls back to SuperLU's ordering (same answers, slower;
 # srn/_ordering.py). Debian ships it as libamd3 (bookworm: libamd2). Installed when
-# missing and we can, never fatal.
-if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libamd\.so'; then
-  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
-    export DEBIAN_FRONTEND=noninteractive
-    amd_package() { apt-cache show libamd3 >/dev/null 2>&1 && echo libamd3 || echo libamd2; }
-    { apt-get install -y -qq --no-install-recommends "$(amd_package)" ||
-      { apt-get update -qq && apt-get install -y -qq --no-install-recommends "$(amd_package)"; }
-    } >/dev/null 2>&1 ||
-      echo "scripts/_venv.sh: could not install libamd; the LU route will be slower" >&2
+# missing and we can, once per environment (a machine without a mirror does not wait on
+# apt at every start), never fatal. `grep >/dev/null`, not `grep -q`: -q stops reading at
+# the first match, and under pipefail ldconfig's SIGPIPE would then read as "missing".
+if ! /sbin/ldconfig -p 2>/dev/null | grep 'libamd\.so' >/dev/null; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null && [ ! -e "$venv/.libamd-tried" ]; then
+    touch "$venv/.libamd-tried"
+    amd_pkg=libamd2
+    if apt-cache show libamd3 >/dev/null 2>&1; then amd_pkg=libamd3; fi
+    if ! amd_log="$( { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends "$amd_pkg" ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends "$amd_pkg"; }; } 2>&1)"; then
+      echo "scripts/_venv.sh: could not install $amd_pkg; the engine's LU route will be" \
+        "slower: $(printf '%s' "$amd_log" | tail -n 1)" >&2
+    fi
+    unset amd_pkg amd_log
   else
     echo "scripts/_venv.sh: libamd is missing; the engine's LU route will be slower." \
       "As root: apt-get install libamd3 (or libamd2)" >&2

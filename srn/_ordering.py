@@ -10,8 +10,9 @@ in its own (``benchmarks/srn_small_chains.py``).
 AMD is SuiteSparse's C library (BSD-3-Clause), which Debian and Ubuntu ship as
 ``libamd2``/``libamd3``; the project's set-up scripts install it.  No Python wheel with
 a permissive licence exposes it (CVXOPT's does, under the GPL), so it is called through
-:mod:`ctypes`.  Where the library is missing, :func:`amd_order` returns ``None`` and the
-LU route falls back to SuperLU's ordering: the answer is the same, only slower.
+:mod:`ctypes`.  Where the library is missing, :func:`amd_order` raises
+:class:`OrderingUnavailable` and the LU route falls back to SuperLU's ordering: the answer
+is the same, only slower.
 """
 
 from __future__ import annotations
@@ -24,9 +25,13 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-__all__ = ["AMD_LIBRARY_MISSING", "amd_order"]
+__all__ = ["OrderingUnavailable", "amd_order"]
 
-AMD_LIBRARY_MISSING = "libamd not found: install Debian's libamd3 (or libamd2)"
+
+class OrderingUnavailable(Exception):
+    """AMD cannot order this matrix here: the library is missing, or it refused.  The
+    message says which; the caller falls back to another ordering."""
+
 
 # From SuiteSparse's amd.h: the lengths of the Control and Info arrays and the status
 # codes amd_l_order returns.
@@ -34,6 +39,7 @@ _AMD_CONTROL = 5
 _AMD_INFO = 20
 _AMD_OK = 0
 _AMD_OK_BUT_JUMBLED = 1
+_AMD_OUT_OF_MEMORY = -1
 
 
 @functools.cache
@@ -55,7 +61,7 @@ def _library() -> ctypes.CDLL | None:
     return None
 
 
-def amd_order(matrix: sp.csc_array) -> NDArray[np.intp] | None:
+def amd_order(matrix: sp.csc_array) -> NDArray[np.intp]:
     """AMD ordering of the pattern of ``matrix + matrix^T``.
 
     Parameters
@@ -65,22 +71,25 @@ def amd_order(matrix: sp.csc_array) -> NDArray[np.intp] | None:
 
     Returns
     -------
-    order : ndarray of intp, shape (n,), or None
+    order : ndarray of intp, shape (n,)
         The rows (and columns) in elimination order: factorise
-        ``matrix[order][:, order]``.  ``None`` when the AMD library is not installed.
+        ``matrix[order][:, order]``.
 
     Raises
     ------
+    OrderingUnavailable
+        The AMD library is not installed, or it refused the pattern.
     MemoryError
         AMD could not allocate its workspace.
     """
     lib = _library()
     if lib is None:
-        return None
+        raise OrderingUnavailable("libamd not found: install Debian's libamd3 (or libamd2)")
     # AMD symmetrises a nonsymmetric pattern itself, but the order in which that leaves
     # each column's entries steers its tie-breaks: on the ring above, the pinned balance
     # equations as given filled 18.1 M entries and their symmetrised pattern 15.0 M.
-    csc = sp.csc_array(abs(matrix) + abs(matrix.T))
+    pattern = sp.csc_array(matrix, copy=True).astype(bool)  # a byte an entry, not eight
+    csc = sp.csc_array(pattern + pattern.T)
     csc.sort_indices()  # unsorted columns cost AMD a copy (AMD_OK_BUT_JUMBLED)
     n = csc.shape[0]
     indptr = np.ascontiguousarray(csc.indptr, dtype=np.int64)
@@ -90,8 +99,9 @@ def amd_order(matrix: sp.csc_array) -> NDArray[np.intp] | None:
     lib.amd_l_defaults(control.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
     info = np.zeros(_AMD_INFO)
     status = lib.amd_l_order(n, indptr, indices, order, control, info)
+    if status == _AMD_OUT_OF_MEMORY:
+        raise MemoryError(f"AMD ordering of {n} rows: out of memory")
     if status not in (_AMD_OK, _AMD_OK_BUT_JUMBLED):
-        # The only other codes are out of memory and invalid input; the input is a
-        # well-formed CSC matrix by construction, so this is the memory.
-        raise MemoryError(f"AMD ordering of {n} rows failed (status {status})")
+        # AMD_INVALID: not reachable with the well-formed CSC built above.
+        raise OrderingUnavailable(f"AMD refused the pattern (status {status})")
     return order.astype(np.intp, copy=False)

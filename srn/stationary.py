@@ -58,7 +58,7 @@ import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
 from ._generator import DENSE_MAX, as_generator, rcm_profile
-from ._ordering import AMD_LIBRARY_MISSING, amd_order
+from ._ordering import OrderingUnavailable, amd_order
 from .errors import ConvergenceError, LimitExceededError, NotErgodicError
 
 if TYPE_CHECKING:
@@ -573,11 +573,13 @@ class _Cascade:
         def factor(B: sp.csc_array, c: NDArray[np.float64]) -> tuple[Any, int]:
             # Columns of Q^T are diagonally dominant, and stay so under a symmetric
             # permutation: no pivoting needed, and none keeps the ordering's fill.
-            order = amd_order(B)
-            if order is None:
-                self.route_note = f"SuperLU's minimum-degree ordering ({AMD_LIBRARY_MISSING})"
+            try:
+                order: NDArray[np.intp] | None = amd_order(B)
+            except OrderingUnavailable as why:
+                order = None
+                self.route_note = f"SuperLU's minimum-degree ordering ({why})"
                 lu = spla.splu(B, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0)
-            else:
+            if order is not None:
                 self.route_note = "AMD ordering"
                 B, c = sp.csc_array(B[order][:, order]), c[order]
                 lu = spla.splu(B, permc_spec="NATURAL", diag_pivot_thresh=0.0)

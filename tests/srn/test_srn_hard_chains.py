@@ -178,15 +178,18 @@ def test_sweeps_do_not_answer_for_a_metastable_chain(barrier, tolerance):
     # while the wells' masses are still where the start put them (0.496 for the first
     # well, where the exact answer is 0.265), and a refused run's iterate could still be
     # accepted on its residual.  Now two starts must agree, a stopped run is never
-    # accepted, and the LU route answers; at barrier 28 the chain is ill-conditioned for
-    # every route (LU itself is off by 2.7e-2 relative), hence the wider tolerance.
-    # At barrier 20 the rates as stored in double fix the answer to about 1e-5 only: the
-    # LU route with its refinement converged (extended-precision residuals) answers
-    # 5.5e-6 off exp(-E) when it pins the most probable state and 1.05e-5 off when it
-    # pins the fastest, in either fill-reducing order.  The tolerance was 1e-5, set when
-    # SuperLU's order with double residuals happened to land 1.6e-7 off; AMD's order
-    # with double residuals landed 1.4e-5 off and failed it, so it is now 3e-5: three
-    # times that spread.
+    # accepted, and the LU route answers; at barrier 28 the LU route is off by 2e-2
+    # relative (the subtraction-free ``direct`` route: 6.1e-15, in seconds rather than
+    # the LU's tenths), hence the wider tolerance.
+    # At barrier 20 the LU route itself is good to about 1e-5 only: the subtraction-free
+    # GTH routes get 5.6e-15 (``direct``) on the same stored generator, so the error is
+    # the LU's, made where it subtracts (the Schur complements' diagonals).  With its
+    # refinement converged (extended-precision residuals) it answers 5.5e-6 off exp(-E)
+    # when it pins the most probable state and 1.05e-5 off when it pins the fastest, in
+    # either fill-reducing order.  The tolerance was 1e-5, set when SuperLU's order with
+    # double residuals happened to land 1.6e-7 off; AMD's order landed 1.4e-5 off and
+    # failed it, so it is now 3e-5, three times that spread: a stated limit of the
+    # route, not of the data.
     Q, exact = double_well(barrier, seed=1)
     result = steady_state(Q)
     assert result.method != "gauss-seidel"
