@@ -160,18 +160,26 @@ def block_masses(p: np.ndarray) -> np.ndarray:
     return p.reshape(30, 40).sum(axis=1)
 
 
-def test_residual_methods_get_block_masses_of_a_wide_ncd_chain_wrong(wide_ncd):
+def test_residual_methods_get_block_masses_of_a_wide_ncd_chain_wrong(wide_ncd, request):
     # What the cascade did before the iad route: sparse LU (auto's next route here) and
     # BiCGSTAB meet their residual target, 1e-12 x the largest exit rate, yet some
     # block mass is off by more than 1 % from dense GTH (measured: 9.6 % and 1.4e4x for
     # sparse-lu, 1e6x and more for bicgstab-gs).  This is the hole iad fills.
+    # Since the LU route refines against exit rates summed in extended precision, not
+    # the stored diagonal, it gets the first chain's block masses within 3.0e-5 of GTH's
+    # (measured 2026-11-26); the second's are still off by 1.4e4x (its factor is too
+    # poor for the refinement to converge), and BiCGSTAB's are wrong on both.
     Q, reference = wide_ncd
     target = 1e-12 * float(-Q.diagonal().min())
+    seed = request.node.callspec.params["wide_ncd"]
     for method in ("sparse-lu", "bicgstab-gs"):
         result = steady_state(Q, method=method)
         assert result.method == method and result.residual <= target
         error = np.abs(block_masses(result.probabilities) / block_masses(reference) - 1)
-        assert error.max() > 0.01, method
+        if method == "sparse-lu" and seed == 1:
+            assert error.max() < 1e-4, method
+        else:
+            assert error.max() > 0.01, method
 
 
 def test_auto_solves_a_wide_ncd_chain_by_iad_to_gth_accuracy(wide_ncd):
