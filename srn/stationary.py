@@ -26,7 +26,8 @@ first whose residual ``||pi Q||_1`` meets the target:
    when the fill estimated before factorising (the envelope of the RCM order) fits the
    memory budget.  It is refined against each state's exit rate summed in extended
    precision, not the rounded diagonal, to which a nearly decomposable chain's answer is
-   very sensitive (see :func:`_refined`).
+   very sensitive (see :func:`_refined`); its note says when the refinement did not
+   settle.
 6. ``bicgstab-gs``: BiCGSTAB preconditioned by a Gauss-Seidel sweep (GMRES(50) after a
    breakdown, reported as ``gmres-gs``); stops early when the residual stagnates.
 7. ``gmres-ilu``: GMRES(50) preconditioned by an incomplete LU whose fill is capped by
@@ -597,7 +598,9 @@ class _Cascade:
                 self.route_note = "AMD ordering"
                 B, c, exits = sp.csc_array(B[order][:, order]), c[order], exits[order]
                 lu = spla.splu(B, permc_spec="NATURAL", diag_pivot_thresh=0.0)
-            y = _refined(lu, B, c, exits)
+            y, unsettled = _refined(lu, B, c, exits)
+            if unsettled:
+                self.route_note += f"; {unsettled}"
             if order is not None:
                 y[order] = y.copy()
             return y, 0
@@ -998,16 +1001,16 @@ def _usable(x: NDArray[np.float64]) -> bool:
     return bool(np.isfinite(x).all()) and math.isfinite(total) and total > 0.0
 
 
-# Iterative refinement of the LU route: at most this many steps, stopping once a step
-# moves no state by more than _REFINE_SETTLED of itself, or moves them more than the step
-# before (the factor is too poor a preconditioner to converge).
-_REFINE_STEPS = 8
+# Iterative refinement of the LU route: it goes on while each step moves the states at
+# most half as much as the step before (it is converging), up to _REFINE_STEPS steps, and
+# has settled once a step moves no state by more than _REFINE_SETTLED of itself.
+_REFINE_STEPS = 30
 _REFINE_SETTLED = 1e-14
 
 
 def _refined(
     lu: Any, B: sp.csc_array, c: NDArray[np.float64], exits: NDArray[np.longdouble]
-) -> NDArray[np.float64]:
+) -> tuple[NDArray[np.float64], str]:
     """``B y = c`` solved with the factor ``lu`` and refined against exact diagonals.
 
     The residuals are computed in extended precision (x86's 80-bit long double; plain
@@ -1018,21 +1021,43 @@ def _refined(
     (tests/srn/test_srn_hard_chains.py) the LU answer stayed 5e-6 to 1e-5 off the exact
     one however long it was refined against the stored diagonal, and reaches 1e-9 in one
     step against the exact one.
+
+    Returns
+    -------
+    y : ndarray
+        The refined solution.
+    note : str
+        ``""`` when the refinement settled; otherwise what it did.  Where the factor is
+        too poor a preconditioner (nearly decomposable chains far from their blocks'
+        order) the steps stop shrinking and the answer, although its residual is tiny,
+        can be far off: the cascade's ``iad`` and ``direct`` routes come first on such
+        chains.
     """
     wide_B = B.astype(np.longdouble)
     wide_B.setdiag(-exits)
     wide_c = c.astype(np.longdouble)
     y = lu.solve(c).astype(np.longdouble)
     previous = math.inf
-    for _ in range(_REFINE_STEPS):
+    for steps in range(1, _REFINE_STEPS + 1):
         step = lu.solve(np.asarray(wide_c - wide_B @ y, dtype=np.float64))
         scale = np.abs(np.asarray(y, dtype=np.float64))
-        moved = np.abs(step) / np.where(scale > 0, scale, np.inf)
-        largest = float(np.max(moved, initial=0.0))
-        if largest > previous:
-            break  # diverging: keep the iterate before this step
+        moved = float(np.max(np.abs(step) / np.where(scale > 0, scale, np.inf), initial=0.0))
+        if moved > previous:
+            # Growing: keep the iterate before this step.
+            return np.asarray(y, dtype=np.float64), (
+                f"refinement did not settle: step {steps} would move a state by "
+                f"{moved:.1g} of itself, the step before by {previous:.1g}"
+            )
         y += step
-        if largest <= _REFINE_SETTLED:
-            break
-        previous = largest
-    return np.asarray(y, dtype=np.float64)
+        if moved <= _REFINE_SETTLED:
+            return np.asarray(y, dtype=np.float64), ""
+        if moved > previous / 2:
+            return np.asarray(y, dtype=np.float64), (
+                f"refinement did not settle: stalled at step {steps}, its last step "
+                f"moving a state by {moved:.1g} of itself"
+            )
+        previous = moved
+    return np.asarray(y, dtype=np.float64), (
+        f"refinement did not settle in {_REFINE_STEPS} steps: the last moved a state by "
+        f"{previous:.1g} of itself"
+    )

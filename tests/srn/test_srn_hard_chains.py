@@ -188,7 +188,10 @@ def test_sweeps_do_not_answer_for_a_metastable_chain(barrier, tolerance):
     # 2026-11-26); the tolerances, 1e-5 and 0.05 until then, were tightened to about
     # four and twenty times those.
     if np.finfo(np.longdouble).eps >= np.finfo(np.float64).eps:
-        pytest.skip("no extended precision here (long double is double): refinement is double")
+        # No extended precision here (ARM macOS, Windows): the refinement is in double,
+        # and the old tolerances hold (measured by making long double float64: 2.0e-5
+        # and 2.7e-2).
+        tolerance = {20.0: 3e-5, 28.0: 0.05}[barrier]
     Q, exact = double_well(barrier, seed=1)
     result = steady_state(Q)
     assert result.method != "gauss-seidel"

@@ -180,6 +180,9 @@ def test_residual_methods_get_block_masses_of_a_wide_ncd_chain_wrong(wide_ncd, r
             assert error.max() < 1e-4, method
         else:
             assert error.max() > 0.01, method
+        if method == "sparse-lu":
+            # Either way its refinement does not settle here, and the answer says so.
+            assert "refinement did not settle" in result.attempts[-1].note
 
 
 def test_auto_solves_a_wide_ncd_chain_by_iad_to_gth_accuracy(wide_ncd):
