@@ -17,15 +17,25 @@ __all__ = ["DENSE_MAX", "as_generator", "rcm_profile"]
 DENSE_MAX = 300
 
 
+#: How far a generator's row may be from summing to zero, relative to the row's total
+#: rate (the sum of its off-diagonal magnitudes and its diagonal's): rounding leaves a few
+#: units in the 16th digit; a diagonal that is not minus the row's off-diagonal sum leaves
+#: more, and the routes would then answer different chains (the GTH routes and the LU's
+#: refinement read only the off-diagonal rates, the iterative ones the diagonal too).
+ROW_SUM_RTOL = 1e-9
+
+
 def as_generator(Q: Any) -> sp.csr_array:
-    """``Q`` as a float CSR array, checked to be square and non-empty.
+    """``Q`` as a float CSR array, checked to be a generator.
 
     Raises
     ------
     TypeError
         If ``Q`` is neither a SciPy sparse matrix nor a NumPy array.
     SRNError
-        If it is not square or is empty.
+        If it is not square, is empty, holds a non-finite or negative off-diagonal
+        rate, or has a row that does not sum to zero (to :data:`ROW_SUM_RTOL` of the
+        row's total rate); the message names the first such row.
     """
     if isinstance(Q, np.ndarray):
         Q = sp.csr_array(Q)
@@ -34,6 +44,26 @@ def as_generator(Q: Any) -> sp.csr_array:
     Q = sp.csr_array(Q, dtype=float)
     if Q.shape[0] != Q.shape[1] or Q.shape[0] == 0:
         raise SRNError(f"the generator must be a non-empty square matrix, got shape {Q.shape}")
+    if not np.isfinite(Q.data).all():
+        raise SRNError("the generator holds a non-finite rate")
+    rows = np.repeat(np.arange(Q.shape[0]), np.diff(Q.indptr))
+    off = rows != Q.indices
+    negative = np.flatnonzero(off & (Q.data < 0))
+    if negative.size:
+        k = negative[0]
+        raise SRNError(
+            f"the generator has a negative rate {Q.data[k]:.6g} from state {rows[k]} "
+            f"to state {Q.indices[k]}"
+        )
+    sums = np.asarray(Q.sum(axis=1)).ravel()
+    total = np.asarray(abs(Q).sum(axis=1)).ravel()
+    bad = np.flatnonzero(np.abs(sums) > ROW_SUM_RTOL * total)
+    if bad.size:
+        i = bad[0]
+        raise SRNError(
+            f"row {i} of the generator sums to {sums[i]:.6g}, not 0 (its diagonal must be "
+            f"minus the sum of its other rates); {bad.size} row(s) so"
+        )
     return Q
 
 

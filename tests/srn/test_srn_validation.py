@@ -489,3 +489,35 @@ def test_from_dict_expression_errors_surface_at_compile_time_with_the_field():
     with pytest.raises(ExpressionError) as info:
         compile_net(net)
     assert info.value.field == "transitions.t.rate"
+
+
+@pytest.mark.parametrize(
+    ("generator", "words"),
+    [
+        # The diagonal is not minus the row's other rates: routes would answer different
+        # chains (GTH and the LU's refinement read only the off-diagonal rates).
+        ([[-1.0, 1.0], [2.0, -2.000001]], "row 1 of the generator sums to"),
+        ([[-1.0, 1.0], [-2.0, 2.0]], "negative rate -2 from state 1 to state 0"),
+        ([[-1.0, 1.0], [np.inf, -np.inf]], "non-finite rate"),
+    ],
+)
+def test_a_matrix_that_is_not_a_generator_is_refused_by_every_solver(generator, words):
+    from srn import time_to_absorption, transient
+
+    Q = np.array(generator)
+    for solve in (
+        lambda: steady_state(Q),
+        lambda: transient(Q, [1.0], [1.0, 0.0]),
+        lambda: time_to_absorption(Q, [1.0, 0.0]),
+    ):
+        with pytest.raises(SRNError, match=words):
+            solve()
+
+
+def test_rounding_in_a_generator_row_is_accepted():
+    # Rates spanning 12 decades, the diagonal summed in double: a few units in the 16th
+    # digit of the row's total, far inside the check's 1e-9.
+    rates = np.array([1e-6, 3.3, 7e5, 0.1])
+    Q = np.diag(rates[:-1], 1) + np.diag(rates[1:] / 3, -1)
+    np.fill_diagonal(Q, -Q.sum(axis=1))
+    assert steady_state(Q).residual < 1e-9
