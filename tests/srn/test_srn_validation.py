@@ -498,7 +498,7 @@ def test_from_dict_expression_errors_surface_at_compile_time_with_the_field():
         # chains (GTH and the LU's refinement read only the off-diagonal rates).
         ([[-1.0, 1.0], [2.0, -2.000001]], "row 1 of the generator sums to"),
         ([[-1.0, 1.0], [-2.0, 2.0]], "negative rate -2 from state 1 to state 0"),
-        ([[-1.0, 1.0], [np.inf, -np.inf]], "non-finite rate"),
+        ([[-1.0, 1.0], [np.inf, -np.inf]], "non-finite rate in row 1"),
     ],
 )
 def test_a_matrix_that_is_not_a_generator_is_refused_by_every_solver(generator, words):
