@@ -88,7 +88,7 @@ def amd_order(matrix: sp.csc_array) -> NDArray[np.intp]:
     # AMD symmetrises a nonsymmetric pattern itself, but the order in which that leaves
     # each column's entries steers its tie-breaks: on the ring above, the pinned balance
     # equations as given filled 18.1 M entries and their symmetrised pattern 15.0 M.
-    pattern = sp.csc_array(matrix, copy=True).astype(bool)  # a byte an entry, not eight
+    pattern = sp.csc_array(matrix).astype(bool)  # a copy, a byte an entry, not eight
     csc = sp.csc_array(pattern + pattern.T)
     csc.sort_indices()  # unsorted columns cost AMD a copy (AMD_OK_BUT_JUMBLED)
     n = csc.shape[0]

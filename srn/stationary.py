@@ -546,14 +546,17 @@ class _Cascade:
         x[order] = y
         return x, 0
 
-    def _pinned_system(self, pin: int) -> tuple[sp.csc_array, NDArray[np.float64]]:
-        """``B y = c``: the balance equations with state ``pin`` fixed at 1 and removed."""
+    def _pinned_system(
+        self, pin: int
+    ) -> tuple[sp.csc_array, NDArray[np.float64], NDArray[np.bool_]]:
+        """``B y = c``: the balance equations with state ``pin`` fixed at 1 and removed,
+        and the mask of the states kept."""
         keep = np.ones(self.m, dtype=bool)
         keep[pin] = False
         rows = sp.csr_array(self.At[keep])
         B = sp.csc_array(rows[:, keep])
         c = -rows[:, [pin]].toarray().ravel()
-        return B, c
+        return B, c, keep
 
     def _pin(self) -> int:
         """The state to pin at 1: the most probable one found so far, else the slowest."""
@@ -567,8 +570,7 @@ class _Cascade:
     ) -> tuple[NDArray[np.float64], int]:
         """``solve(B, c, keep)`` on the pinned system, ``keep`` marking its states."""
         pin = self._pin()
-        B, c = self._pinned_system(pin)
-        keep = np.arange(self.m) != pin
+        B, c, keep = self._pinned_system(pin)
         y, iterations = solve(B, c, keep)
         x = np.empty(self.m)
         x[keep] = y
@@ -588,13 +590,14 @@ class _Cascade:
             # Columns of Q^T are diagonally dominant, and stay so under a symmetric
             # permutation: no pivoting needed, and none keeps the ordering's fill.
             exits = self.exit_rates_wide()[keep]
+            order: NDArray[np.intp] | None
             try:
-                order: NDArray[np.intp] | None = amd_order(B)
+                order = amd_order(B)
             except OrderingUnavailable as why:
                 order = None
                 self.route_note = f"SuperLU's minimum-degree ordering ({why})"
                 lu = spla.splu(B, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0)
-            if order is not None:
+            else:
                 self.route_note = "AMD ordering"
                 B, c, exits = sp.csc_array(B[order][:, order]), c[order], exits[order]
                 lu = spla.splu(B, permc_spec="NATURAL", diag_pivot_thresh=0.0)

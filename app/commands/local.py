@@ -17,9 +17,12 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .common import EXIT_INTERNAL, EXIT_MODEL, EXIT_USAGE, CliError, error_from_problem
+
+if TYPE_CHECKING:
+    from host.store import ProfileStoreError
 
 __all__ = [
     "DEFAULT_LOCAL_TIMEOUT_S",
@@ -74,7 +77,7 @@ def library_errors(aliases: Mapping[str, str] | None = None) -> Iterator[None]:
         raise profile_database_error(exc) from None
 
 
-def profile_database_error(exc: Any) -> CliError:
+def profile_database_error(exc: ProfileStoreError) -> CliError:
     """The one-line error for a :class:`host.store.ProfileStoreError`: it names
     ``BLASTRATE_DATABASE_URL`` and the URL in use (password hidden) and says why.
 
@@ -84,8 +87,8 @@ def profile_database_error(exc: Any) -> CliError:
     from host.store import DATABASE_URL_ENV, database_url
 
     url = _shown_url(database_url())
-    why = f"{exc}" + (f" ({exc.detail})" if getattr(exc, "detail", "") else "")
-    if getattr(exc, "bad_url", False):
+    why = f"{exc}" + (f" ({exc.detail})" if exc.detail else "")
+    if exc.bad_url:
         return CliError(
             f"{DATABASE_URL_ENV}: cannot use {url!r}: {why}; give an SQLAlchemy URL such as "
             "sqlite:////absolute/path/blastrate.db or postgresql+psycopg://user@host/db",
