@@ -38,9 +38,11 @@ from typing import Any
 TRACING = Path("/sys/kernel/tracing")
 PAYLOAD = 1468
 RCVBUF = 2_000_000
-# sched_switch: "prev_comm=... prev_pid=N prev_prio=P prev_state=S ==> next_comm=... next_pid=M"
-_SWITCH = re.compile(
-    r"\s(\d+\.\d+): sched_switch: .*?prev_pid=(\d+) .*?prev_state=(\S+) ==> .*?next_pid=(\d+)"
+# sched_switch: "prev_comm=... prev_pid=N prev_prio=P prev_state=S ==> next_comm=... next_pid=M";
+# sched_wakeup: "comm=... pid=N prio=P target_cpu=C"
+_EVENT = re.compile(
+    r"\s(\d+\.\d+): (?:sched_switch: .*?prev_pid=(\d+) .*?prev_state=(\S+) ==> .*?next_pid=(\d+)"
+    r"|sched_wakeup: .*?pid=(\d+) )"
 )
 
 
@@ -81,14 +83,17 @@ def _trace_on(cpu: int) -> None:
     _write("tracing_on", "0")
     _write("trace", "")
     _write("buffer_size_kb", "32768")
-    _write("tracing_cpumask", format(1 << cpu, "x"))
+    # Every CPU: the wake-up is recorded on the waker's CPU; the analysis keeps one pid.
+    _write("tracing_cpumask", format((1 << (os.cpu_count() or 1)) - 1, "x"))
     _write("events/sched/sched_switch/enable", "1")
+    _write("events/sched/sched_wakeup/enable", "1")
     _write("tracing_on", "1")
 
 
 def _trace_off() -> str:
     _write("tracing_on", "0")
     _write("events/sched/sched_switch/enable", "0")
+    _write("events/sched/sched_wakeup/enable", "0")
     text = (TRACING / "trace").read_text()
     _write("trace", "")
     _write("tracing_cpumask", format((1 << (os.cpu_count() or 1)) - 1, "x"))
@@ -107,6 +112,11 @@ def _summary(xs: list[float]) -> dict[str, float]:
         "p10_ms": 1e3 * ordered[len(ordered) // 10],
         "p50_ms": 1e3 * ordered[len(ordered) // 2],
         "p90_ms": 1e3 * ordered[(9 * len(ordered)) // 10],
+        "p99_ms": 1e3 * ordered[(99 * len(ordered)) // 100],
+        "p999_ms": 1e3 * ordered[(999 * len(ordered)) // 1000],
+        "max_ms": 1e3 * ordered[-1],
+        # The tail that overflows a small buffer: the share of waits above 0.5, 1, 2, 4 ms.
+        "above_ms": {str(t): sum(x > t / 1e3 for x in xs) / len(xs) for t in (0.5, 1, 2, 4)},
     }
 
 
@@ -115,11 +125,17 @@ def analyse(text: str, pid: int) -> dict[str, Any]:
     slices: list[float] = []
     vacations: list[float] = []
     sleeps: list[float] = []
+    wakeups: list[float] = []
+    woken_at: float | None = None
     on_since: float | None = None
     off_since: float | None = None
     preempted = False
     first = last = None
-    for m in _SWITCH.finditer(text):
+    for m in _EVENT.finditer(text):
+        if m[5] is not None:  # a wake-up: the receiver's socket got a datagram
+            if int(m[5]) == pid and on_since is None:
+                woken_at = float(m[1])
+            continue
         t, prev, state, nxt = float(m[1]), int(m[2]), m[3], int(m[4])
         first = t if first is None else first
         last = t
@@ -131,19 +147,24 @@ def analyse(text: str, pid: int) -> dict[str, Any]:
         if nxt == pid:
             if off_since is not None and preempted:
                 vacations.append(t - off_since)
-            on_since, off_since = t, None
+            if woken_at is not None:
+                wakeups.append(t - woken_at)
+            on_since, off_since, woken_at = t, None, None
     span = (last - first) if first is not None and last is not None else 0.0
     on = sum(slices) + sum(sleeps)
     return {
         "slices": _summary(slices),
         "vacations": _summary(vacations),
         "sleeps": _summary(sleeps),
+        "wakeup_latency": _summary(wakeups),
         "share": on / span if span > 0 else None,
         "span_s": span,
     }
 
 
-def measure(cpu_tasks: int, seconds: float, rx_cpu: int, tx_cpu: int) -> dict[str, Any]:
+def measure(
+    cpu_tasks: int, seconds: float, rx_cpu: int, tx_cpu: int, rate_pps: float | None = None
+) -> dict[str, Any]:
     deadline = time.monotonic() + seconds + 3.0
     ctx = mp.get_context("fork")
     port, counted, ready = ctx.Value("i", 0), ctx.Value("l", 0), ctx.Event()
@@ -160,18 +181,21 @@ def measure(cpu_tasks: int, seconds: float, rx_cpu: int, tx_cpu: int) -> dict[st
     target = ("127.0.0.1", port.value)
     time.sleep(0.5)  # the busy loops settle on the CPU
     _trace_on(rx_cpu)
-    sent, stop = 0, time.monotonic() + seconds
-    while time.monotonic() < stop:
-        for _ in range(64):
+    sent, start = 0, time.monotonic()
+    stop = start + seconds
+    while (now := time.monotonic()) < stop:
+        # Paced: catch up to rate_pps in bursts of at most 8; else as fast as it goes.
+        due = 64 if rate_pps is None else min(8, int((now - start) * rate_pps) - sent)
+        for _ in range(due):
             sock.sendto(data, target)
-        sent += 64
+        sent += max(due, 0)
     text = _trace_off()
     rx.join(deadline - time.monotonic() + 5)
     for b in busy:
         b.join(deadline - time.monotonic() + 5)
     assert rx.pid is not None
     result = analyse(text, rx.pid)
-    result.update(cpu_tasks=cpu_tasks, sent=sent, received=counted.value)
+    result.update(cpu_tasks=cpu_tasks, sent=sent, received=counted.value, rate_pps=rate_pps)
     return result
 
 
@@ -181,24 +205,32 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rx-cpu", type=int, default=0)
     parser.add_argument("--tx-cpu", type=int, default=1)
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="datagrams per second, paced (default: as fast as the sender goes, so that "
+        "the receiver is always backlogged)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     print(f"# kernel {os.uname().release}; load before {os.getloadavg()[0]:.2f}")
     rows = []
     for c in (int(x) for x in args.cpu_tasks.split(",")):
-        r = measure(c, args.seconds, args.rx_cpu, args.tx_cpu)
+        r = measure(c, args.seconds, args.rx_cpu, args.tx_cpu, args.rate)
         rows.append(r)
         share = r["share"]
         print(
             f"C={c}: receiver share {share:.3f} (1/(C+1) = {1 / (c + 1):.3f}); "
             f"datagrams {r['received']:,} of {r['sent']:,}"
         )
-        for kind in ("slices", "vacations", "sleeps"):
+        for kind in ("slices", "vacations", "sleeps", "wakeup_latency"):
             s = r[kind]
             if s["n"]:
                 print(
                     f"  {kind:<9} n={s['n']:>6}  mean {s['mean_ms']:.3f} ms  cv {s['cv']:.2f}  "
-                    f"p10/50/90 {s['p10_ms']:.3f}/{s['p50_ms']:.3f}/{s['p90_ms']:.3f} ms"
+                    f"p10/50/90/99/99.9 {s['p10_ms']:.3f}/{s['p50_ms']:.3f}/{s['p90_ms']:.3f}"
+                    f"/{s['p99_ms']:.3f}/{s['p999_ms']:.3f} max {s['max_ms']:.3f} ms; "
+                    f"above 0.5/1/2/4 ms: " + "/".join(f"{v:.4f}" for v in s["above_ms"].values())
                 )
             else:
                 print(f"  {kind:<9} none")

@@ -31,8 +31,12 @@ calibration.
 
 Models scored (each gives a predicted rate; ablations show what each mechanism buys):
 
-* ``timeslice`` -- the default model (:mod:`transport.timeslice`): scheduler slices and
-  finite blasts;
+* ``timeslice`` -- the default model (:mod:`transport.timeslice`): the scheduler's lag
+  account (a receiver is sent away for the others' slices only once it has run a slice
+  beyond its share), wake-ups that cost by the datagrams they take, and finite blasts;
+* ``timeslice-rotation`` -- the same with the scheduler as a fixed rotation (a slice, then
+  c others' slices, whatever the receiver's load) and every wake-up a full one's cost:
+  the default until the lag account;
 * ``timeslice-measured-share`` -- the same with the share of its core a backlogged
   receiver was measured to get beside C busy loops (``effective_competitors``, from
   :func:`calibrate_contention`) in place of processor sharing's 1 / (C + 1);
@@ -587,9 +591,13 @@ def predictions(
         "rate_bps": tight.rate_bps,
         "model_time_s": tight.transfer_time_s,
     }
-    # With wake-up preemption: the receiver's slice runs down only while it has work.
-    woken = timeslice(wakeup_preemption=True)
-    out["timeslice-wakeup"] = {"rate_bps": woken.rate_bps, "model_time_s": woken.transfer_time_s}
+    # The scheduler as a fixed rotation (the default before the lag account): a slice,
+    # then c others' slices, whatever the receiver's load, every wake-up a full one.
+    rotation = timeslice(scheduler="rotation")
+    out["timeslice-rotation"] = {
+        "rate_bps": rotation.rate_bps,
+        "model_time_s": rotation.transfer_time_s,
+    }
     # Without slices: the receiver served at the processor-sharing average all the time.
     shared = _processor_sharing(w, profile, size, t_prop, costs)
     out["timeslice-no-slices"] = {
@@ -709,7 +717,7 @@ def run_workload(
     runnable = statistics.fmean(s["runnable"] for v in samples.values() for s in v)
 
     # The models at every measured rate: the default model's first-round loss and time.
-    ts_curve, measured_curve, woken_curve, tight_curve = (
+    ts_curve, measured_curve, rotation_curve, tight_curve = (
         time_slice_bottleneck_rate(
             Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
             profile,
@@ -721,7 +729,7 @@ def run_workload(
         for changes in (
             {},
             {"effective_competitors": measured_share},
-            {"wakeup_preemption": True},
+            {"scheduler": "rotation"},
             {"slice_stages": TIGHT_STAGES},
         )
     )
@@ -757,7 +765,7 @@ def run_workload(
                 "model_loss": float(ts_curve.first_round_loss[i]),
                 "model_time_s": float(ts_curve.transfer_time_s[i]),
                 "measured_share_model_loss": float(measured_curve.first_round_loss[i]),
-                "wakeup_model_loss": float(woken_curve.first_round_loss[i]),
+                "rotation_model_loss": float(rotation_curve.first_round_loss[i]),
                 "constant_slices_model_loss": float(tight_curve.first_round_loss[i]),
                 "paper_model_loss": float(paper_loss[i]),
             }
@@ -934,7 +942,7 @@ def report(result: dict[str, Any]) -> None:
         "timeslice",
         "timeslice-measured-share",
         "timeslice-constant-slices",
-        "timeslice-wakeup",
+        "timeslice-rotation",
         "timeslice-no-slices",
         "timeslice-stationary",
         "paper",
@@ -975,7 +983,7 @@ def report(result: dict[str, Any]) -> None:
     for key in (
         "model_loss",
         "measured_share_model_loss",
-        "wakeup_model_loss",
+        "rotation_model_loss",
         "constant_slices_model_loss",
         "paper_model_loss",
     ):

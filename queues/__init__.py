@@ -26,6 +26,7 @@ from .modulated import (
     ModulatedQueue,
     blast_loss,
     blast_loss_terms,
+    lag_environment,
     modulated_loss,
     time_slice_environment,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "blast_loss",
     "blast_loss_terms",
     "bulk_service_queue",
+    "lag_environment",
     "loss_probability",
     "modulated_loss",
     "time_slice_environment",

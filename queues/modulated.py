@@ -55,6 +55,7 @@ __all__ = [
     "blast_loss",
     "blast_loss_exact",
     "blast_loss_terms",
+    "lag_environment",
     "modulated_loss",
     "time_slice_environment",
 ]
@@ -62,6 +63,23 @@ __all__ = [
 #: Largest chain (phases x (K + 1)) the solver builds: a sparse LU of this size takes
 #: tens of milliseconds.
 MAX_MODULATED_STATES = 400_000
+
+
+def _generator(matrix: ArrayLike, name: str, size: int | None = None) -> NDArray[np.float64]:
+    """``matrix`` as a float generator: square, finite, off-diagonal >= 0, rows summing to 0."""
+    env = np.asarray(matrix, dtype=np.float64)
+    if env.ndim != 2 or env.shape[0] != env.shape[1] or env.shape[0] < 1:
+        raise QueueParameterError(name, "must be a square matrix")
+    if size is not None and env.shape[0] != size:
+        raise QueueParameterError(name, f"must have one row per phase ({size})")
+    if not np.all(np.isfinite(env)):
+        raise QueueParameterError(name, "rates must be finite")
+    off = env - np.diag(np.diag(env))
+    if np.any(off < 0) or not np.allclose(
+        env.sum(axis=1), 0.0, atol=1e-9 * max(1.0, np.abs(env).max())
+    ):
+        raise QueueParameterError(name, "must be a generator: off-diagonal >= 0, rows summing to 0")
+    return env
 
 
 @dataclass(frozen=True)
@@ -91,6 +109,20 @@ class ModulatedQueue:
         so it does not pay for being put to sleep and woken; below N it drains the
         buffer and sleeps.  Positive exactly where ``service_rates`` is.  Default:
         ``service_rates`` at every level.
+    idle_environment : ndarray, shape (M, M), optional
+        Generator of the environment while the buffer is empty (the receiver asleep), 1/s;
+        ``environment`` governs the other levels.  A scheduler that tracks a task's lag
+        moves differently while the task sleeps (:func:`lag_environment`).  Exclusive
+        with ``idle_holds``, which is the special case of serving phases held still.
+        Default: ``environment``.
+    fixed_cost_fraction : float, default 1
+        f, the part of a full wake-up's time (one that takes N datagrams) that does not
+        depend on how many datagrams it takes: a wake-up that takes n < N costs
+        ``f + (1 - f) n / N`` of a full one, so it completes at ``service_rates / (f +
+        (1 - f) n / N)``.  1 (the paper's M/M[N]/1/K): every wake-up takes as long.
+    start : ndarray, shape (M,), optional
+        The environment's phase distribution when a blast starts on an empty buffer, after
+        a long idle spell.  Default: as :meth:`empty_start` describes.
     """
 
     environment: NDArray[np.float64]
@@ -99,25 +131,19 @@ class ModulatedQueue:
     batch: int
     idle_holds: bool = False
     backlogged_rates: NDArray[np.float64] | None = None
+    idle_environment: NDArray[np.float64] | None = None
+    fixed_cost_fraction: float = 1.0
+    start: NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
-        env = np.asarray(self.environment, dtype=np.float64)
+        env = _generator(self.environment, "environment")
         rates = np.asarray(self.service_rates, dtype=np.float64)
-        if env.ndim != 2 or env.shape[0] != env.shape[1] or env.shape[0] < 1:
-            raise QueueParameterError("environment", "must be a square matrix")
         if rates.shape != (env.shape[0],):
             raise QueueParameterError(
                 "service_rates", f"must have one rate per phase ({env.shape[0]})"
             )
-        if not (np.all(np.isfinite(env)) and np.all(np.isfinite(rates))):
-            raise QueueParameterError("environment", "rates must be finite")
-        off = env - np.diag(np.diag(env))
-        if np.any(off < 0) or not np.allclose(
-            env.sum(axis=1), 0.0, atol=1e-9 * max(1.0, np.abs(env).max())
-        ):
-            raise QueueParameterError(
-                "environment", "must be a generator: off-diagonal >= 0, rows summing to 0"
-            )
+        if not np.all(np.isfinite(rates)):
+            raise QueueParameterError("service_rates", "rates must be finite")
         if np.any(rates < 0) or not np.any(rates > 0):
             raise QueueParameterError("service_rates", "must be >= 0 and not all 0")
         K = positive_integer(self.buffer_packets, "buffer_packets")
@@ -140,6 +166,33 @@ class ModulatedQueue:
                 raise QueueParameterError(
                     "backlogged_rates", "must be > 0 exactly where service_rates is, else 0"
                 )
+        idle = None
+        if self.idle_environment is not None:
+            if self.idle_holds:
+                raise QueueParameterError(
+                    "idle_environment", "give idle_environment or idle_holds, not both"
+                )
+            idle = _generator(self.idle_environment, "idle_environment", env.shape[0])
+        f = float(self.fixed_cost_fraction)
+        if not (np.isfinite(f) and 0.0 <= f <= 1.0):
+            raise QueueParameterError(
+                "fixed_cost_fraction", f"must be in [0, 1], got {self.fixed_cost_fraction!r}"
+            )
+        start = None
+        if self.start is not None:
+            start = np.asarray(self.start, dtype=np.float64)
+            if (
+                start.shape != rates.shape
+                or not np.all(np.isfinite(start))
+                or np.any(start < 0)
+                or not np.isclose(start.sum(), 1.0)
+            ):
+                raise QueueParameterError(
+                    "start", f"must be a probability vector with one entry per phase ({rates.size})"
+                )
+        object.__setattr__(self, "idle_environment", idle)
+        object.__setattr__(self, "fixed_cost_fraction", f)
+        object.__setattr__(self, "start", start)
         object.__setattr__(self, "environment", env)
         object.__setattr__(self, "service_rates", rates)
         object.__setattr__(self, "backlogged_rates", backlogged)
@@ -186,16 +239,21 @@ class ModulatedQueue:
         # Levels below N are served at service_rates, levels from N at backlogged_rates.
         full_batch = sp.diags((levels >= N).astype(float))
         serve_full = full_batch @ serve
-        serve_part = serve - serve_full
+        # A wake-up that takes n < N datagrams costs f + (1 - f) n / N of a full one.
+        f = self.fixed_cost_fraction
+        partial_speed = 1.0 / (f + (1.0 - f) * np.clip(levels, 1, N) / N)
+        serve_part = sp.diags(np.where(levels >= N, 0.0, partial_speed)) @ serve
         M = self.phases
         eye_m = sp.identity(M, format="csr")
         env = sp.csr_matrix(self.environment)
+        idle = self.idle_environment
         if self.idle_holds:
             # At level 0 the serving phases hold still; every other level moves as usual.
-            still = self.environment * (self.service_rates <= 0)[:, None]
+            idle = self.environment * (self.service_rates <= 0)[:, None]
+        if idle is not None:
             busy_levels = sp.diags((levels >= 1).astype(float))
             idle_level = sp.diags((levels == 0).astype(float))
-            moves = sp.kron(busy_levels, env) + sp.kron(idle_level, sp.csr_matrix(still))
+            moves = sp.kron(busy_levels, env) + sp.kron(idle_level, sp.csr_matrix(idle))
         else:
             moves = sp.kron(sp.identity(K + 1, format="csr"), env)
         assert self.backlogged_rates is not None  # filled in by __post_init__
@@ -211,6 +269,8 @@ class ModulatedQueue:
         """A likely state to anchor the stationary solve: empty below capacity, else full."""
         if arrival_rate < self.mean_capacity():
             # With idle_holds an empty buffer is never seen in a non-serving phase.
+            if self.start is not None:
+                return int(np.argmax(self.start))
             serving = np.flatnonzero(self.service_rates > 0)
             return int(serving[0]) if self.idle_holds else 0
         return int(self.full_states()[0])
@@ -224,7 +284,9 @@ class ModulatedQueue:
         ``idle_holds``, after a long idle spell, in one of the serving phases (the others
         have run out while the receiver slept), each alike."""
         x = np.zeros(self.phases * (self.buffer_packets + 1))
-        if self.idle_holds:
+        if self.start is not None:
+            x[: self.phases] = self.start
+        elif self.idle_holds:
             serving = (self.service_rates > 0).astype(float)
             x[: self.phases] = serving / serving.sum()
         else:
@@ -285,6 +347,86 @@ def time_slice_environment(
     service = np.zeros(M)
     service[:k] = mu
     return env, service
+
+
+def lag_environment(
+    competitors: float,
+    slice_s: float,
+    service_rate: float,
+    *,
+    stages: int = 3,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """The scheduler as a fair-share account: the receiver is sent away only once it has
+    run ahead of its share.
+
+    A fair scheduler (CFS, EEVDF) tracks each task's *lag*: the CPU time its share
+    ``1 / (1 + c)`` entitled it to, minus what it got.  A task with non-negative lag is
+    eligible and runs as soon as it wakes; one that has run a whole slice ``s`` beyond its
+    entitlement waits while the ``c`` others run theirs.  Traced on this kernel
+    (``benchmarks/slice_trace.py --rate``), a receiver that needs less than its share is
+    woken in microseconds and is almost never preempted; one that needs more gets slices
+    and vacations of ``c * s`` (:func:`time_slice_environment`).  This environment holds
+    both regimes as a fluid account of the lag, in ``stages`` steps:
+
+    * while the receiver runs, its credit runs down: one step per ``s / stages`` of
+      running (a full account lasts one slice);
+    * when it is spent, the receiver waits a vacation of ``c`` slices (``stages``
+      Erlang stages of mean ``c * s``), after which the account is full again (the
+      others' ``c`` slices entitle it to ``c * s / (1 + c)``, a slice's overdraft);
+    * while it sleeps, its credit comes back at the rate its share accrues: one step per
+      ``c * s / stages``.  (EEVDF keeps a sleeper's lag and burns its debt off while it
+      sleeps; the fluid account is the same on the average.)
+
+    A backlogged receiver alternates a slice with a vacation of ``c`` slices, exactly as
+    in :func:`time_slice_environment`, and gets the share ``1 / (1 + c)``.
+
+    Parameters
+    ----------
+    competitors : float
+        c, CPU-bound tasks competing for the receiver's CPU (>= 0). 0: never away.
+    slice_s : float
+        s, the scheduler's time slice (s), > 0.
+    service_rate : float
+        Wake-up completion rate while the receiver runs (1/s), > 0.
+    stages : int, default 3
+        Steps of the account and Erlang stages of the vacation.
+
+    Returns
+    -------
+    environment : ndarray
+        Generator while the receiver has datagrams (1/s): ``stages`` credit phases (phase
+        0 a full account), then ``stages`` vacation phases.
+    idle_environment : ndarray
+        Generator while the buffer is empty: the credit phases step back up to phase 0.
+    service_rates : ndarray
+        ``service_rate`` in the credit phases, 0 in the vacation's.
+    start : ndarray
+        A full account (phase 0): where a blast after a long idle spell starts.
+    """
+    c = float(competitors)
+    if not (np.isfinite(c) and c >= 0):
+        raise QueueParameterError("competitors", f"must be a finite number >= 0, got {c}")
+    s = positive_scalar(slice_s, "slice_s")
+    mu = positive_scalar(service_rate, "service_rate")
+    k = positive_integer(stages, "stages")
+    if c == 0:
+        return np.zeros((1, 1)), np.zeros((1, 1)), np.array([mu]), np.ones(1)
+    M = 2 * k
+    idx = np.arange(M)
+    busy = np.zeros((M, M))
+    forward = np.r_[np.full(k, k / s), np.full(k, k / (c * s))]
+    busy[idx, (idx + 1) % M] = forward  # credit steps, vacation stages, back to full
+    busy[idx, idx] = -forward
+    idle = np.zeros((M, M))
+    back = np.arange(1, k)
+    idle[back, back - 1] = k / (c * s)  # a sleeper's account fills back up
+    idle[back, back] = -k / (c * s)
+    vac = np.arange(k, M)
+    idle[vac, :] = busy[vac, :]  # a vacation runs out whether or not datagrams wait
+    service = np.r_[np.full(k, mu), np.zeros(k)]
+    start = np.zeros(M)
+    start[0] = 1.0
+    return busy, idle, service, start
 
 
 def _banded_solve(a: sp.spmatrix, b: NDArray[np.float64]) -> NDArray[np.float64]:

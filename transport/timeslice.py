@@ -32,7 +32,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from host import HostProfile, Workload, interrupt_service_time
-from queues.modulated import ModulatedQueue, blast_loss_terms, time_slice_environment
+from queues.modulated import (
+    ModulatedQueue,
+    blast_loss_terms,
+    lag_environment,
+    time_slice_environment,
+)
 
 from . import _validation as check
 from .curve import TransferCurve
@@ -81,12 +86,16 @@ class TimeSliceCosts:
         A wake-up's cost beyond its datagrams' (s).
     effective_competitors : tuple of float
         The measured c for 1, 2, ... busy tasks on the receiver's core (empty: c = C).
+    scheduler : str
+        How the scheduler sends the receiver away (``"lag"``, the default, or
+        ``"rotation"``; :func:`time_slice_bottleneck_rate`).  Not calibrated.
     """
 
     time_slice_s: float = DEFAULT_TIME_SLICE_S
     kernel_s_per_datagram: float = 0.0
     wakeup_s: float = 0.0
     effective_competitors: tuple[float, ...] = ()
+    scheduler: str = "lag"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the keywords of :func:`time_slice_bottleneck_rate`)."""
@@ -95,6 +104,7 @@ class TimeSliceCosts:
             "kernel_s_per_datagram": self.kernel_s_per_datagram,
             "wakeup_s": self.wakeup_s,
             "effective_competitors": list(self.effective_competitors),
+            "scheduler": self.scheduler,
         }
 
 
@@ -330,6 +340,7 @@ def time_slice_bottleneck_rate(
     settle_s: float = 0.0,
     wakeup_s: float = 0.0,
     wakeup_preemption: bool = False,
+    scheduler: str = "lag",
     effective_competitors: Sequence[float] = (),
     slice_stages: int = 3,
     rates_bps: NDArray[np.float64] | None = None,
@@ -374,6 +385,15 @@ def time_slice_bottleneck_rate(
         False (the model that was scored, README "Validation"): the vacations come
         regardless of the receiver's own load.  Not the default until a validation run
         has scored it.
+    scheduler : {"lag", "rotation"}, default "lag"
+        How the scheduler sends the receiver away.  ``"lag"``
+        (:func:`queues.modulated.lag_environment`): only once it has run a slice ahead of
+        its share; a receiver that needs less than its share is served as it wakes, and
+        a wake-up that takes n < N datagrams costs ``wakeup_s + n b`` with ``b = (1 / mu
+        - wakeup_s) / N`` rather than a full wake-up's ``1 / mu``.  ``"rotation"`` (the
+        model scored before, :func:`queues.modulated.time_slice_environment`): a slice,
+        then ``c`` others' slices, whatever the receiver's load, and every wake-up costs
+        ``1 / mu``.
     effective_competitors : sequence of float, optional
         c measured for 1, 2, ... busy tasks on the receiver's core (each in [0.001, 1000],
         at most 1,024 of them): the scheduler environment uses
@@ -423,6 +443,14 @@ def time_slice_bottleneck_rate(
             f"must be >= 0 s and below a wake-up's whole time 1/mu = {1.0 / mu:.4g} s, "
             f"got {wakeup_s}",
         )
+    if scheduler not in ("lag", "rotation"):
+        raise TransportParameterError(
+            "scheduler", f"must be 'lag' or 'rotation', got {scheduler!r}"[:200]
+        )
+    if wakeup_preemption and scheduler != "rotation":
+        raise TransportParameterError(
+            "wakeup_preemption", "applies to scheduler='rotation' only (the lag model has it)"
+        )
     # A backlogged receiver skips the sleep: its wake-ups come this much faster.
     backlogged_speedup = 1.0 / (1.0 - wakeup * mu)
     payload = profile.packet_payload_bytes
@@ -436,15 +464,28 @@ def time_slice_bottleneck_rate(
         p_k, deviation_s = np.empty(lam.size), np.empty(lam.size)
         backlog, drain = np.empty(lam.size), np.empty(lam.size)
         for i in range(lam.size):  # one small chain per rate
-            env, service = time_slice_environment(c, slice_s, mu * left[i], stages=stages)
-            queue = ModulatedQueue(
-                env,
-                service,
-                profile.buffer_packets,
-                profile.coalesce_packets,
-                idle_holds=wakeup_preemption,
-                backlogged_rates=service * backlogged_speedup,
-            )
+            if scheduler == "lag":
+                env, idle, service, start = lag_environment(c, slice_s, mu * left[i], stages=stages)
+                queue = ModulatedQueue(
+                    env,
+                    service,
+                    profile.buffer_packets,
+                    profile.coalesce_packets,
+                    backlogged_rates=service * backlogged_speedup,
+                    idle_environment=idle,
+                    fixed_cost_fraction=wakeup * mu,
+                    start=start,
+                )
+            else:
+                env, service = time_slice_environment(c, slice_s, mu * left[i], stages=stages)
+                queue = ModulatedQueue(
+                    env,
+                    service,
+                    profile.buffer_packets,
+                    profile.coalesce_packets,
+                    idle_holds=wakeup_preemption,
+                    backlogged_rates=service * backlogged_speedup,
+                )
             terms = blast_loss_terms(queue, lam[i : i + 1])
             p_k[i], deviation_s[i], backlog[i] = (t[0] for t in terms)
             # The backlog drains after the blast, when the kernel has no more arrivals
@@ -512,6 +553,7 @@ def time_slice_bottleneck_rate(
             "settle_s": settle_s,
             "wakeup_s": wakeup,
             "wakeup_preemption": wakeup_preemption,
+            "scheduler": scheduler,
             "effective_competitors": measured.tolist(),
             "slice_stages": stages,
         },

@@ -89,8 +89,10 @@ def _model_text(inputs: dict[str, Any]) -> str:
         if measured
         else "competitors C (processor sharing)"
     )
+    # An older server's answer names no scheduler: it used the rotation.
+    scheduler = ts.get("scheduler", "rotation")
     return (
-        f"timeslice: slice {seconds_text(ts['time_slice_s'])}, kernel "
+        f"timeslice ({scheduler}): slice {seconds_text(ts['time_slice_s'])}, kernel "
         f"{seconds_text(ts['kernel_s_per_datagram'])}/datagram, wake-up "
         f"{seconds_text(ts['wakeup_s'])}, settle {seconds_text(ts['settle_s'])}, {share}"
     )

@@ -448,6 +448,12 @@ class TimeSliceInputs(ResponseModel):
         "max(0, (C + 1) / m - 1), processor sharing)."
     )
     settle_s: float = Field(description="The receiver's wait for stragglers (s).")
+    scheduler: str = Field(
+        default="lag",
+        description="How the scheduler sends the receiver away: `lag` (only once it has "
+        "run a slice beyond its share; a receiver under its share is served as it wakes) "
+        "or `rotation` (a slice, then the others' slices, whatever its load).",
+    )
 
 
 class BottleneckInputs(ResponseModel):

@@ -6,7 +6,7 @@ References:
   plus the drain of the few datagrams queued when the blast ends (microseconds here;
   rtol 1e-5).
 * The vectorised play-out of the rounds against a plain loop over rounds at one rate
-  (a second implementation; rtol 1e-12).
+  (a second implementation; rtol 1e-12), for both schedulers.
 * c = max(0, (C + 1) / m - 1): the receiver and C tasks spread over m CPUs.
 * The measured competitors (``effective_competitors``): linear interpolation through
   (0, 0), (1, c_1), (2, c_2), ... by hand (rtol 1e-12); two workloads that the tables map
@@ -19,7 +19,12 @@ import numpy as np
 import pytest
 
 from host import Workload, host_profile
-from queues.modulated import ModulatedQueue, blast_loss_terms, time_slice_environment
+from queues.modulated import (
+    ModulatedQueue,
+    blast_loss_terms,
+    lag_environment,
+    time_slice_environment,
+)
 from transport import TransportParameterError
 from transport.timeslice import (
     competitors_per_core,
@@ -114,7 +119,8 @@ def test_a_lossless_transfer_is_one_blast_and_one_feedback() -> None:
     assert np.all(r.curve.rounds == 1) and np.all(r.curve.first_round_loss < 1e-200)
 
 
-def test_rounds_match_an_explicit_loop() -> None:
+@pytest.mark.parametrize(("scheduler", "wakeup"), [("rotation", 0.0), ("lag", 1.5e-5)])
+def test_rounds_match_an_explicit_loop(scheduler: str, wakeup: float) -> None:
     size, delay, slice_s, settle = 20_000_000, 0.01, 3e-3, 0.002
     rate = 600e6
     w = Workload(cpu_tasks=2, io_tasks=0)
@@ -126,12 +132,35 @@ def test_rounds_match_an_explicit_loop() -> None:
         time_slice_s=slice_s,
         settle_s=settle,
         rates_bps=np.array([rate]),
+        scheduler=scheduler,
+        wakeup_s=wakeup,
     )
     # The same play-out, written as a loop over rounds from the queue's own terms.
     S = PROFILE.packet_payload_bytes
     lam = rate / (8 * S)
-    env, service = time_slice_environment(2.0, slice_s, r.service_rate_per_s)
-    q = ModulatedQueue(env, service, PROFILE.buffer_packets, PROFILE.coalesce_packets)
+    mu = r.service_rate_per_s
+    fast = 1.0 / (1.0 - wakeup * mu)
+    if scheduler == "rotation":
+        env, service = time_slice_environment(2.0, slice_s, mu)
+        q = ModulatedQueue(
+            env,
+            service,
+            PROFILE.buffer_packets,
+            PROFILE.coalesce_packets,
+            backlogged_rates=service * fast,
+        )
+    else:
+        env, idle, service, start = lag_environment(2.0, slice_s, mu)
+        q = ModulatedQueue(
+            env,
+            service,
+            PROFILE.buffer_packets,
+            PROFILE.coalesce_packets,
+            backlogged_rates=service * fast,
+            idle_environment=idle,
+            fixed_cost_fraction=wakeup * mu,
+            start=start,
+        )
     p_k, dev, backlog = (x[0] for x in blast_loss_terms(q, [lam]))
     n, t, rounds = float(-(-size // S)), 0.0, 0
     while n >= 0.5:
@@ -168,9 +197,14 @@ def test_wakeup_preemption_loses_less_with_a_small_buffer() -> None:
     rates = np.array([100e6, 200e6])
     small = PROFILE.replace(buffer_packets=60)
     w = Workload(cpu_tasks=2, io_tasks=0)
-    independent = time_slice_bottleneck_rate(w, small, rates_bps=rates, **kw)
-    held = time_slice_bottleneck_rate(w, small, rates_bps=rates, wakeup_preemption=True, **kw)
+    rotation = {"rates_bps": rates, "scheduler": "rotation", **kw}
+    independent = time_slice_bottleneck_rate(w, small, **rotation)
+    held = time_slice_bottleneck_rate(w, small, wakeup_preemption=True, **rotation)
     assert np.all(held.curve.first_round_loss < independent.curve.first_round_loss)
+    # The lag account goes further: a receiver under its share is not sent away at all.
+    lag = time_slice_bottleneck_rate(w, small, rates_bps=rates, **kw)
+    assert np.all(lag.curve.first_round_loss < held.curve.first_round_loss)
+    assert lag.inputs["scheduler"] == "lag"
 
 
 def test_kernel_work_lowers_the_rate() -> None:
@@ -191,6 +225,13 @@ def test_bad_arguments_name_themselves() -> None:
             w, PROFILE, file_size_bytes=10, propagation_delay_s=0.1, kernel_s_per_datagram=-1
         )
     assert err.value.parameter == "kernel_s_per_datagram"
+    kw = {"file_size_bytes": 10, "propagation_delay_s": 0.1}
+    with pytest.raises(TransportParameterError) as err:
+        time_slice_bottleneck_rate(w, PROFILE, scheduler="eevdf", **kw)
+    assert err.value.parameter == "scheduler"
+    with pytest.raises(TransportParameterError) as err:
+        time_slice_bottleneck_rate(w, PROFILE, wakeup_preemption=True, **kw)
+    assert err.value.parameter == "wakeup_preemption"
 
 
 def test_a_skipped_wakeup_with_single_datagrams_is_a_faster_receiver() -> None:
@@ -248,6 +289,7 @@ def test_near_constant_slices_lose_less_below_capacity_and_the_same_above() -> N
     big = PROFILE.replace(buffer_packets=1_500, mu_net=14_000.0)
     w = Workload(cpu_tasks=3, io_tasks=0)
     rates = np.array([0.7, 0.85, 2.0]) * 14_000 * 8 * 8 * big.packet_payload_bytes / 4
+    kw["scheduler"] = "rotation"
     loose = time_slice_bottleneck_rate(w, big, rates_bps=rates, **kw).curve
     tight = time_slice_bottleneck_rate(w, big, rates_bps=rates, slice_stages=12, **kw).curve
     assert np.all(tight.stationary_loss[:2] < 0.5 * loose.stationary_loss[:2])

@@ -248,7 +248,7 @@ def test_rate_model_timeslice_uses_the_default_profiles_calibration(
     assert body["inputs"]["model"] == "timeslice"
     assert body["inputs"]["time_slice"]["time_slice_s"] == 0.004
     text = invoke("rate", *argv, "--model", "timeslice").stdout
-    assert "timeslice: slice 4 ms" in text and "(first blast)" in text
+    assert "timeslice (lag): slice 4 ms" in text and "(first blast)" in text
     assert "competitors C (processor sharing)" in text
     # A measured share, where a calibration gave one, is named on the model line too.
     store.put(
