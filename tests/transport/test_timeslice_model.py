@@ -318,7 +318,8 @@ def test_time_slice_costs_read_a_calibration_and_fall_back_to_the_defaults() -> 
         "wakeup_s": 1e-5,
         "effective_competitors": [0.9, 1.5, 2.2],
     }
-    assert time_slice_costs(given, profile).to_dict() == given
+    # The scheduler is not calibrated: the default, whatever the provenance says.
+    assert time_slice_costs(given, profile).to_dict() == {**given, "scheduler": "lag"}
     bad = {
         "time_slice_s": -1,
         "kernel_s_per_datagram": True,

@@ -71,7 +71,11 @@ def test_timeslice_is_the_librarys_answer_with_the_profiles_calibration(api: Tes
     assert body["loss_probability"] == expected.first_round_loss
     assert body["interrupt_service_rate_per_s"] == expected.service_rate_per_s
     assert body["inputs"]["model"] == "timeslice"
-    assert body["inputs"]["time_slice"] == {**CALIBRATION, "settle_s": transport.DEFAULT_SETTLE_S}
+    assert body["inputs"]["time_slice"] == {
+        **CALIBRATION,
+        "settle_s": transport.DEFAULT_SETTLE_S,
+        "scheduler": "lag",
+    }
     # The calibration matters: the built-in defaults give another answer here.
     default = _library(Workload(cpu_tasks=2, io_tasks=0), LAB, {})
     assert default.rate_bps != expected.rate_bps or default.transfer_time_s != pytest.approx(
@@ -166,6 +170,7 @@ def test_a_built_in_profile_takes_the_default_calibration(api: TestClient) -> No
         "wakeup_s": 0.0,
         "effective_competitors": [],
         "settle_s": transport.DEFAULT_SETTLE_S,
+        "scheduler": "lag",
     }
     expected = _library(Workload(cpu_tasks=2, io_tasks=0), host_profile("sx280-2007"), {})
     assert body["effective_bottleneck_rate_bps"] == expected.rate_bps
