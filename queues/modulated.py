@@ -14,10 +14,15 @@ exactly, as a finite CTMC on (environment phase, datagrams in the buffer):
   phase ``j`` the receiver completes wake-ups at rate ``mu_j`` (1/s, 0 while it is away)
   and each wake-up takes ``min(n, N)`` datagrams (the receiver drains up to N per
   wake-up, as ``blastrate receive`` does);
-* the scheduler's environment for ``c`` competing CPU-bound tasks
+* the environment may move differently while the buffer is empty (the receiver asleep:
+  ``idle_environment``), and a wake-up that takes fewer than N datagrams may cost less
+  than a full one (``fixed_cost_fraction``);
+* two schedulers for ``c`` competing CPU-bound tasks: the rotation
   (:func:`time_slice_environment`) alternates the receiver's slice (Erlang, mean ``s``)
-  with a vacation of ``c`` slices (Erlang, mean ``c * s``): the receiver holds the CPU a
-  fraction ``1 / (1 + c)`` of the time, as under processor sharing, but in slices.
+  with a vacation of ``c`` slices (Erlang, mean ``c * s``) whatever the receiver's load;
+  the lag account (:func:`lag_environment`) sends the receiver away for ``c`` slices only
+  once it has run a slice beyond its share.  Backlogged, both give it the CPU a fraction
+  ``1 / (1 + c)`` of the time, as under processor sharing, but in slices.
 
 Two measures:
 
@@ -65,9 +70,17 @@ __all__ = [
 MAX_MODULATED_STATES = 400_000
 
 
+def _float_array(value: ArrayLike, name: str) -> NDArray[np.float64]:
+    """``value`` as a float array, or a :class:`QueueParameterError` naming ``name``."""
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise QueueParameterError(name, "must be an array of numbers") from None
+
+
 def _generator(matrix: ArrayLike, name: str, size: int | None = None) -> NDArray[np.float64]:
     """``matrix`` as a float generator: square, finite, off-diagonal >= 0, rows summing to 0."""
-    env = np.asarray(matrix, dtype=np.float64)
+    env = _float_array(matrix, name)
     if env.ndim != 2 or env.shape[0] != env.shape[1] or env.shape[0] < 1:
         raise QueueParameterError(name, "must be a square matrix")
     if size is not None and env.shape[0] != size:
@@ -173,23 +186,30 @@ class ModulatedQueue:
                     "idle_environment", "give idle_environment or idle_holds, not both"
                 )
             idle = _generator(self.idle_environment, "idle_environment", env.shape[0])
-        f = float(self.fixed_cost_fraction)
+        f = self.fixed_cost_fraction
+        if isinstance(f, bool) or not isinstance(f, int | float | np.floating | np.integer):
+            f = np.nan  # a bool, string, array or None is no fraction
+        f = float(f)
         if not (np.isfinite(f) and 0.0 <= f <= 1.0):
             raise QueueParameterError(
-                "fixed_cost_fraction", f"must be in [0, 1], got {self.fixed_cost_fraction!r}"
+                "fixed_cost_fraction",
+                f"must be a number in [0, 1], got {self.fixed_cost_fraction!r}"[:200],
             )
         start = None
         if self.start is not None:
-            start = np.asarray(self.start, dtype=np.float64)
+            start = _float_array(self.start, "start")
             if (
                 start.shape != rates.shape
                 or not np.all(np.isfinite(start))
                 or np.any(start < 0)
-                or not np.isclose(start.sum(), 1.0)
+                or abs(start.sum() - 1.0) > 1e-9
             ):
                 raise QueueParameterError(
-                    "start", f"must be a probability vector with one entry per phase ({rates.size})"
+                    "start",
+                    f"must be a probability vector (summing to 1 within 1e-9) with one entry "
+                    f"per phase ({rates.size})",
                 )
+            start = start / start.sum()
         object.__setattr__(self, "idle_environment", idle)
         object.__setattr__(self, "fixed_cost_fraction", f)
         object.__setattr__(self, "start", start)
@@ -266,13 +286,20 @@ class ModulatedQueue:
         return sp.csc_matrix(q)
 
     def anchor(self, arrival_rate: float) -> int:
-        """A likely state to anchor the stationary solve: empty below capacity, else full."""
+        """A likely state to anchor the stationary solve: empty below capacity, else full.
+
+        The empty anchor is in a serving phase whenever the environment may hold still at
+        level 0 (``idle_holds`` or an ``idle_environment``): only service empties the
+        buffer, so an empty buffer in a phase that does not serve may be unreachable (the
+        lag account's vacations), and anchoring there would solve for the wrong chain.
+        Among the serving phases, the likeliest start.
+        """
         if arrival_rate < self.mean_capacity():
-            # With idle_holds an empty buffer is never seen in a non-serving phase.
-            if self.start is not None:
-                return int(np.argmax(self.start))
             serving = np.flatnonzero(self.service_rates > 0)
-            return int(serving[0]) if self.idle_holds else 0
+            if self.start is not None and self.start[serving].sum() > 0:
+                return int(serving[np.argmax(self.start[serving])])
+            held = self.idle_holds or self.idle_environment is not None
+            return int(serving[0]) if held else 0
         return int(self.full_states()[0])
 
     def full_states(self) -> NDArray[np.intp]:
@@ -280,9 +307,10 @@ class ModulatedQueue:
         return self.buffer_packets * self.phases + np.arange(self.phases)
 
     def empty_start(self) -> NDArray[np.float64]:
-        """The start of a blast: empty buffer, the environment in its stationary phase; with
-        ``idle_holds``, after a long idle spell, in one of the serving phases (the others
-        have run out while the receiver slept), each alike."""
+        """The start of a blast: empty buffer, the environment in ``start`` where given
+        (the lag account: a full account, after a long idle spell); else with
+        ``idle_holds`` in one of the serving phases (the others have run out while the
+        receiver slept), each alike; else in its stationary phase."""
         x = np.zeros(self.phases * (self.buffer_packets + 1))
         if self.start is not None:
             x[: self.phases] = self.start
@@ -356,8 +384,7 @@ def lag_environment(
     *,
     stages: int = 3,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """The scheduler as a fair-share account: the receiver is sent away only once it has
-    run ahead of its share.
+    """The scheduler as a lag account: the receiver waits for the others only once it is ahead.
 
     A fair scheduler (CFS, EEVDF) tracks each task's *lag*: the CPU time its share
     ``1 / (1 + c)`` entitled it to, minus what it got.  A task with non-negative lag is

@@ -13,8 +13,11 @@ stationary loss of an M/M[N]/1/K queue.  Measured on a real receiver (README,
 
 This model keeps the paper's stage 1 for the receiver's wake-up rate while it runs (the
 interrupt service rate with the I/O-bound tasks but no CPU-bound one), puts the C tasks in
-a scheduler environment (:func:`queues.modulated.time_slice_environment`: the receiver's
-slice, then c = max(0, (C + 1) / m - 1) competitors' slices), and plays the rounds out:
+a scheduler environment (by default the lag account,
+:func:`queues.modulated.lag_environment`: the receiver waits while c = max(0, (C + 1) / m
+- 1) competitors run their slices only once it has run a slice beyond its share; or the
+rotation, :func:`queues.modulated.time_slice_environment`: its slice, then theirs,
+whatever its load), and plays the rounds out:
 round r blasts n_r datagrams and loses ``L(n_r) = clip(p_K n_r + lambda D, 0, n_r)``
 (:func:`queues.modulated.blast_loss`); the transfer time is the sum over rounds of the
 blast, the two one-way delays of the feedback exchange and, for a round that lost
@@ -382,9 +385,9 @@ def time_slice_bottleneck_rate(
         True: the receiver's slice runs down only while it has datagrams to take; an idle
         receiver sleeps, keeps its turn (CFS and EEVDF keep a sleeper's lag) and gets the
         CPU back on wake-up (:class:`queues.modulated.ModulatedQueue` ``idle_holds``).
-        False (the model that was scored, README "Validation"): the vacations come
-        regardless of the receiver's own load.  Not the default until a validation run
-        has scored it.
+        False: the vacations come regardless of the receiver's own load.  Applies to
+        ``scheduler="rotation"`` only (the lag account has its own idle behaviour); with
+        ``"lag"``, True is refused.
     scheduler : {"lag", "rotation"}, default "lag"
         How the scheduler sends the receiver away.  ``"lag"``
         (:func:`queues.modulated.lag_environment`): only once it has run a slice ahead of

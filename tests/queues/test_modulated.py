@@ -273,13 +273,35 @@ def test_a_backlogged_receiver_gets_its_share_under_the_lag_account(c: float) ->
     assert q.mean_capacity() == pytest.approx(5000.0 * 8 / (1 + c), rel=1e-12)
 
 
-def test_the_lag_account_matches_a_generator_written_out_state_by_state() -> None:
-    # c = 1, 2 stages: phases (full, half) credit, two vacation stages; K = 7, N = 3.
-    K, N, lam, mu, f, c, s = 7, 3, 1800.0, 700.0, 0.4, 1.0, 2e-3
+def _lag_by_hand(c: float, s: float, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The lag account as docs/conventions.md section 5 words it, written out here rather
+    than taken from ``lag_environment``: k credit phases (0 a full account), then k
+    vacation stages."""
+    M = 2 * k
+    busy, idle = np.zeros((M, M)), np.zeros((M, M))
+    for j in range(k):
+        busy[j, j + 1] = k / s  # running: a full account lasts a slice
+    for j in range(k, M):
+        busy[j, (j + 1) % M] = k / (c * s)  # a vacation of c slices, then a full account
+        idle[j] = busy[j]
+    for j in range(1, k):
+        idle[j, j - 1] = k / (c * s)  # asleep: the account fills back up in c slices
+    np.fill_diagonal(busy, -busy.sum(axis=1))
+    np.fill_diagonal(idle, -idle.sum(axis=1))
+    return busy, idle
+
+
+@pytest.mark.parametrize("lam", [300.0, 1_800.0])  # below and above the capacity, 1,120/s
+def test_the_lag_account_matches_a_generator_written_out_state_by_state(lam: float) -> None:
+    # c = 2 (the sleeper's refill and the slice's run-down differ), 3 stages, K = 7, N = 3.
+    K, N, mu, f, c, s = 7, 3, 700.0, 0.4, 2.0, 2e-3
     q = _lag_queue(c, s, mu, K, N, f)
-    assert q.phases == 6  # 3 stages by default
-    env, idle, rates, _ = lag_environment(c, s, mu, stages=3)
+    env, idle = _lag_by_hand(c, s, 3)
+    np.testing.assert_allclose(q.environment, env, rtol=1e-15)
+    assert q.idle_environment is not None
+    np.testing.assert_allclose(q.idle_environment, idle, rtol=1e-15)
     M = 6
+    rates = np.r_[np.full(3, mu), np.zeros(3)]
     size = M * (K + 1)
     dense = np.zeros((size, size))
     for n in range(K + 1):
@@ -302,8 +324,8 @@ def test_the_lag_account_matches_a_generator_written_out_state_by_state() -> Non
 
 @pytest.mark.parametrize("lam", [6_000.0, 11_000.0])
 def test_the_lag_account_matches_a_simulation_within_its_confidence_interval(lam: float) -> None:
-    # 6,000/s: the receiver needs about a third of its share; 11,000/s: more than all of it.
-    q = _lag_queue(1.0, 2e-3, 4000.0, 30, 4, 0.3)
+    # c = 2; 6,000/s: the receiver needs about half its share; 11,000/s: more than all of it.
+    q = _lag_queue(2.0, 2e-3, 6000.0, 30, 4, 0.3)
     mean, se = _simulate_loss(q, lam, 200_000, seed=11)
     exact = modulated_loss(q, [lam])[0]
     assert abs(mean - exact) < 2.58 * se + 1e-3, (mean, se, exact)
@@ -321,15 +343,45 @@ def test_a_receiver_under_its_share_is_rarely_sent_away_under_the_lag_account() 
     # The traced behaviour (benchmarks/slice_trace.py --rate): a receiver that needs 14 %
     # of the CPU, under half its share, is mostly served as it wakes, so 92 datagrams
     # hold; the rotation sends it away for 2 slices in every 3 and a 6 ms vacation
-    # (102 arrivals) overflows them.  (The account's 3 exponential steps still run it dry
-    # now and then: 1.5 % against 19.5 %.)
+    # (102 arrivals) overflows them.  The same wake-up costs (f = 0) on both sides.  (The
+    # account's 3 exponential steps still run it dry now and then: 1.5 % against 19.5 %.)
     lag = _lag_queue(2.0, 3e-3, 15_000.0, 92, 8, 0.0)
-    rotation = _queue(2.0, 3e-3, 15_000.0, 92, 8)
+    env, rates = time_slice_environment(2.0, 3e-3, 15_000.0)
+    rotation = ModulatedQueue(env, rates, 92, 8, fixed_cost_fraction=0.0)
     assert modulated_loss(lag, [17_000.0])[0] < 0.1 * modulated_loss(rotation, [17_000.0])[0]
-    # Far above its share the receiver is backlogged and the two agree.
-    np.testing.assert_allclose(
-        modulated_loss(lag, [400_000.0]), modulated_loss(rotation, [400_000.0]), rtol=1e-3
+    # Backlogged both alternate a slice with c others', so both drain 40,000/s.  At 1.5
+    # times that, a buffer that never runs dry loses the fluid 1/3 under both; 92 datagrams
+    # run dry within the rotation's slices (idle CPU it then loses), not under the account.
+    assert lag.mean_capacity() == pytest.approx(rotation.mean_capacity(), rel=1e-12)
+    lag_big = _lag_queue(2.0, 3e-3, 15_000.0, 2_000, 8, 0.0)
+    rotation_big = ModulatedQueue(env, rates, 2_000, 8, fixed_cost_fraction=0.0)
+    for q in (lag_big, rotation_big):
+        assert modulated_loss(q, [60_000.0])[0] == pytest.approx(1 / 3, rel=1e-5)
+    assert modulated_loss(lag, [60_000.0])[0] < modulated_loss(rotation, [60_000.0])[0]
+
+
+def test_the_empty_anchor_is_a_reachable_state() -> None:
+    # Found by review: anchored on an empty buffer in a vacation phase (unreachable under
+    # the lag account), the solve answered 0.  The stationary loss does not depend on the
+    # start, so a start in a vacation phase must give the same answer as a full account.
+    env, idle, rates, start = lag_environment(2.0, 3e-3, 5000.0)
+    away = np.roll(start, 3)  # all its mass on the first vacation stage
+    normal = ModulatedQueue(env, rates, 40, 8, idle_environment=idle, start=start)
+    odd = ModulatedQueue(env, rates, 40, 8, idle_environment=idle, start=away)
+    lam = [4000.0, 9000.0]
+    assert modulated_loss(normal, lam)[0] > 1e-4
+    np.testing.assert_allclose(modulated_loss(odd, lam), modulated_loss(normal, lam), rtol=1e-9)
+    # The idle_holds environment given as an idle_environment, phases ordered so that
+    # phase 0 is a vacation: the same answer as idle_holds itself.
+    ts_env, ts_rates = time_slice_environment(2.0, 3e-3, 5000.0)
+    order = np.r_[3:6, 0:3]
+    moved_env, moved_rates = ts_env[np.ix_(order, order)], ts_rates[order]
+    held = ModulatedQueue(moved_env, moved_rates, 40, 8, idle_holds=True)
+    given = ModulatedQueue(
+        moved_env, moved_rates, 40, 8, idle_environment=moved_env * (moved_rates <= 0)[:, None]
     )
+    assert modulated_loss(held, [4000.0])[0] > 1e-4
+    np.testing.assert_allclose(modulated_loss(given, [4000.0]), modulated_loss(held, [4000.0]))
 
 
 def test_cheap_small_wake_ups_lose_less() -> None:
@@ -349,8 +401,15 @@ def test_the_lag_account_refuses_bad_parameters_by_name() -> None:
         ({"idle_environment": -idle}, "idle_environment"),
         ({"fixed_cost_fraction": 1.5}, "fixed_cost_fraction"),
         ({"fixed_cost_fraction": float("nan")}, "fixed_cost_fraction"),
+        ({"idle_environment": "x"}, "idle_environment"),
+        ({"fixed_cost_fraction": "abc"}, "fixed_cost_fraction"),
+        ({"fixed_cost_fraction": None}, "fixed_cost_fraction"),
+        ({"fixed_cost_fraction": True}, "fixed_cost_fraction"),
+        ({"fixed_cost_fraction": np.array([0.5])}, "fixed_cost_fraction"),
         ({"start": start[:-1]}, "start"),
         ({"start": 2 * start}, "start"),
+        ({"start": start * (1 + 1e-6)}, "start"),
+        ({"start": "abc"}, "start"),
     ]
     for changes, name in bad:
         with pytest.raises(QueueParameterError) as info:
