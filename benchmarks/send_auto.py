@@ -73,9 +73,11 @@ def _receiver(
     port: int,
     env: dict[str, str],
     seconds: float,
+    nice: int | None = None,
 ) -> subprocess.Popen[bytes]:
     """``blastrate receive`` and C busy loops (each ending by itself after ``seconds``)
-    in a session of their own on ``rx_cpu``."""
+    in a session of their own on ``rx_cpu``; with ``nice``, its autogroup at that nice
+    (as ``validate_transfer.py`` runs its receiving host)."""
     busy = " ".join(
         f"taskset -c {rx_cpu} {sys.executable} -c {shlex.quote(BUSY.format(s=seconds))} &"
         for _ in range(cpu_tasks)
@@ -105,6 +107,8 @@ def _receiver(
     # Not `exec`: the busy loops must not be the receiver's children, which its probe
     # leaves out as its own work.
     script = f"{busy} {receive}"
+    if nice is not None:
+        script = f"echo {int(nice)} > /proc/self/autogroup; {script}"
     # A session of its own (start_new_session): its own scheduler group, and one process
     # group that _stop ends whole.
     return subprocess.Popen(
@@ -196,6 +200,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--link", choices=["veth", "loopback"], default="veth")
     ap.add_argument("--budget", type=float, default=1800.0, help="wall-time limit (s)")
+    ap.add_argument(
+        "--autogroup-nice",
+        type=int,
+        default=None,
+        help="the receiving session's autogroup nice (default: left at 0, as a user's "
+        "session runs; validate_transfer.py uses -10)",
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     start = time.monotonic()
@@ -238,7 +249,15 @@ def main() -> None:
                     break
                 port = _free_port()
                 rx = _receiver(
-                    link, rx_cpu, c, rcvbuf, out, port, env, deadline - time.monotonic() + 30
+                    link,
+                    rx_cpu,
+                    c,
+                    rcvbuf,
+                    out,
+                    port,
+                    env,
+                    deadline - time.monotonic() + 30,
+                    args.autogroup_nice,
                 )
                 samples: dict[str, list[dict[str, Any]]] = {}
                 try:
@@ -279,6 +298,7 @@ def main() -> None:
                     "delay": args.delay,
                     "file_size": args.file_size,
                     "runs": args.runs,
+                    "autogroup_nice": args.autogroup_nice,
                     "results": results,
                 },
                 indent=1,
