@@ -322,6 +322,21 @@ class ModulatedQueue:
         return x
 
 
+def _scheduler_inputs(
+    competitors: float, slice_s: float, service_rate: float, stages: int
+) -> tuple[float, float, float, int]:
+    """The checked inputs of a scheduler environment: c, s, mu and the stages."""
+    c = float(competitors)
+    if not (np.isfinite(c) and c >= 0):
+        raise QueueParameterError("competitors", f"must be a finite number >= 0, got {c}")
+    return (
+        c,
+        positive_scalar(slice_s, "slice_s"),
+        positive_scalar(service_rate, "service_rate"),
+        positive_integer(stages, "stages"),
+    )
+
+
 def time_slice_environment(
     competitors: float,
     slice_s: float,
@@ -354,12 +369,7 @@ def time_slice_environment(
     service_rates : ndarray
         ``service_rate`` in the receiver's phases, 0 in the vacation's.
     """
-    c = float(competitors)
-    if not (np.isfinite(c) and c >= 0):
-        raise QueueParameterError("competitors", f"must be a finite number >= 0, got {c}")
-    s = positive_scalar(slice_s, "slice_s")
-    mu = positive_scalar(service_rate, "service_rate")
-    k = positive_integer(stages, "stages")
+    c, s, mu, k = _scheduler_inputs(competitors, slice_s, service_rate, stages)
     if c == 0:
         return np.zeros((1, 1)), np.array([mu])
     off_stages = k
@@ -430,12 +440,7 @@ def lag_environment(
     start : ndarray
         A full account (phase 0): where a blast after a long idle spell starts.
     """
-    c = float(competitors)
-    if not (np.isfinite(c) and c >= 0):
-        raise QueueParameterError("competitors", f"must be a finite number >= 0, got {c}")
-    s = positive_scalar(slice_s, "slice_s")
-    mu = positive_scalar(service_rate, "service_rate")
-    k = positive_integer(stages, "stages")
+    c, s, mu, k = _scheduler_inputs(competitors, slice_s, service_rate, stages)
     if c == 0:
         return np.zeros((1, 1)), np.zeros((1, 1)), np.array([mu]), np.ones(1)
     M = 2 * k

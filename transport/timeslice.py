@@ -467,28 +467,25 @@ def time_slice_bottleneck_rate(
         p_k, deviation_s = np.empty(lam.size), np.empty(lam.size)
         backlog, drain = np.empty(lam.size), np.empty(lam.size)
         for i in range(lam.size):  # one small chain per rate
+            scheduling: dict[str, Any]
             if scheduler == "lag":
                 env, idle, service, start = lag_environment(c, slice_s, mu * left[i], stages=stages)
-                queue = ModulatedQueue(
-                    env,
-                    service,
-                    profile.buffer_packets,
-                    profile.coalesce_packets,
-                    backlogged_rates=service * backlogged_speedup,
-                    idle_environment=idle,
-                    fixed_cost_fraction=wakeup * mu,
-                    start=start,
-                )
+                scheduling = {
+                    "idle_environment": idle,
+                    "fixed_cost_fraction": wakeup * mu,
+                    "start": start,
+                }
             else:
                 env, service = time_slice_environment(c, slice_s, mu * left[i], stages=stages)
-                queue = ModulatedQueue(
-                    env,
-                    service,
-                    profile.buffer_packets,
-                    profile.coalesce_packets,
-                    idle_holds=wakeup_preemption,
-                    backlogged_rates=service * backlogged_speedup,
-                )
+                scheduling = {"idle_holds": wakeup_preemption}
+            queue = ModulatedQueue(
+                env,
+                service,
+                profile.buffer_packets,
+                profile.coalesce_packets,
+                backlogged_rates=service * backlogged_speedup,
+                **scheduling,
+            )
             terms = blast_loss_terms(queue, lam[i : i + 1])
             p_k[i], deviation_s[i], backlog[i] = (t[0] for t in terms)
             # The backlog drains after the blast, when the kernel has no more arrivals

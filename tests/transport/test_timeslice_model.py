@@ -140,27 +140,20 @@ def test_rounds_match_an_explicit_loop(scheduler: str, wakeup: float) -> None:
     lam = rate / (8 * S)
     mu = r.service_rate_per_s
     fast = 1.0 / (1.0 - wakeup * mu)
+    lag: dict[str, object] = {}
     if scheduler == "rotation":
         env, service = time_slice_environment(2.0, slice_s, mu)
-        q = ModulatedQueue(
-            env,
-            service,
-            PROFILE.buffer_packets,
-            PROFILE.coalesce_packets,
-            backlogged_rates=service * fast,
-        )
     else:
         env, idle, service, start = lag_environment(2.0, slice_s, mu)
-        q = ModulatedQueue(
-            env,
-            service,
-            PROFILE.buffer_packets,
-            PROFILE.coalesce_packets,
-            backlogged_rates=service * fast,
-            idle_environment=idle,
-            fixed_cost_fraction=wakeup * mu,
-            start=start,
-        )
+        lag = {"idle_environment": idle, "fixed_cost_fraction": wakeup * mu, "start": start}
+    q = ModulatedQueue(
+        env,
+        service,
+        PROFILE.buffer_packets,
+        PROFILE.coalesce_packets,
+        backlogged_rates=service * fast,
+        **lag,  # type: ignore[arg-type]
+    )
     p_k, dev, backlog = (x[0] for x in blast_loss_terms(q, [lam]))
     n, t, rounds = float(-(-size // S)), 0.0, 0
     while n >= 0.5:
