@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import signal
 import statistics
@@ -100,7 +101,13 @@ def measure(
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     deadline = time.monotonic() + 120
-    with receiver_process(rx_cpu, args, link, deadline, cpu_tasks=cpu_tasks) as (port, reports):
+    # Each busy task's count of 100,000-iteration chunks: over its CPU time, the speed of
+    # the core it shares with the receiver, transfer by transfer.
+    progress = multiprocessing.get_context("fork").RawArray("q", max(cpu_tasks, 1))
+    with receiver_process(rx_cpu, args, link, deadline, cpu_tasks=cpu_tasks, progress=progress) as (
+        port,
+        reports,
+    ):
         receiver, busy = _session_tasks(os.getpid())
         # Let the busy tasks start and the scheduler settle before the first transfer.
         time.sleep(0.5)
@@ -109,6 +116,7 @@ def measure(
                 if time.monotonic() > deadline - 10:
                     break
                 before = (_cpu_ns(receiver), [_cpu_ns(p) for p in busy], _kernel_ticks(rx_cpu))
+                chunks = sum(progress)
                 t0 = time.monotonic()
                 try:
                     rep = send_file(
@@ -133,6 +141,7 @@ def measure(
                     reports.recv()
                 rx_s = (_cpu_ns(receiver) - before[0]) / 1e9
                 busy_s = [(_cpu_ns(p) - b) / 1e9 for p, b in zip(busy, before[1], strict=True)]
+                done = sum(progress) - chunks
                 kernel_s = (_kernel_ticks(rx_cpu) - before[2]) * TICK_S
                 # The first blast alone: its span is the datagrams over the achieved rate.
                 first = rep.rounds[0]
@@ -153,10 +162,44 @@ def measure(
                         "receiver_share": rx_s / span,
                         "busy_share_mean": statistics.fmean(busy_s) / span if busy_s else 0.0,
                         "kernel_share": kernel_s / span,
+                        # Busy-loop iterations per CPU second (None without busy tasks).
+                        "busy_iterations_per_cpu_s": 1e5 * done / sum(busy_s)
+                        if busy and sum(busy_s) > 0
+                        else None,
                         "load1": os.getloadavg()[0],
                     }
                 )
     return rows
+
+
+def _speed_against_loss(rows: list[dict[str, Any]], rates: list[float]) -> None:
+    """Does a transfer lose more when the core is slower?  Per (C, rate), Spearman's rank
+    correlation of the first-round loss with the busy tasks' iterations per CPU second
+    (a slower core: fewer).  A negative correlation fits a core whose speed moved and a
+    loss that followed, but it is not proof: without ``CONFIG_IRQ_TIME_ACCOUNTING`` the
+    softirq work that runs while a busy task is current is charged to that task, so a
+    transfer that leaves more kernel work on the core also lowers this meter.
+    ``benchmarks/core_speed.py`` measures the core's speed with no traffic at all."""
+    from scipy.stats import spearmanr
+
+    for c in sorted({r["cpu_tasks"] for r in rows}):
+        for rate in rates:
+            pts = [
+                (r["first_loss"], r["busy_iterations_per_cpu_s"])
+                for r in rows
+                if r["cpu_tasks"] == c
+                and r["rate_bps"] == rate
+                and r.get("busy_iterations_per_cpu_s") is not None
+            ]
+            if len(pts) < 5 or len({p[0] for p in pts}) < 2:
+                continue
+            loss, speed = zip(*pts, strict=True)
+            rho, p = spearmanr(loss, speed)
+            print(
+                f"# C={c} {rate / 1e6:.0f} Mbit/s: loss against core speed, Spearman "
+                f"{rho:+.2f} (p {p:.2g}, {len(pts)} transfers); speed "
+                f"{min(speed) / 1e6:.1f}-{max(speed) / 1e6:.1f} M iterations per CPU s"
+            )
 
 
 def main() -> None:
@@ -175,8 +218,8 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    if not 1 <= args.runs <= 20:
-        sys.exit("--runs: 1..20")
+    if not 1 <= args.runs <= 50:
+        sys.exit("--runs: 1..50")
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
         sys.exit("needs two cores")
@@ -227,6 +270,7 @@ def main() -> None:
                 f"{mean('receiver_us_per_datagram'):>8.2f} {fair:>6.3f} "
                 f"{mean('busy_share_mean'):>9.3f} {mean('kernel_share'):>7.3f}"
             )
+    _speed_against_loss(rows, rates)
     print(f"# load at end {os.getloadavg()}")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))

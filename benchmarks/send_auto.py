@@ -54,7 +54,8 @@ BLASTRATE = str(Path(sys.executable).with_name("blastrate"))
 BUSY = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on loopback now (the receiver binds it in its namespace)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -64,7 +65,7 @@ def _in_ns(ns: str | None, cmd: list[str]) -> list[str]:
     return cmd if ns is None else ["ip", "netns", "exec", ns, *cmd]
 
 
-def _receiver(
+def installed_receiver(
     link: Link,
     rx_cpu: int,
     cpu_tasks: int,
@@ -120,7 +121,8 @@ def _receiver(
     )
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_session(proc: subprocess.Popen[bytes]) -> None:
+    """End the session ``proc`` leads (the receiver and its busy loops), politely first."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -132,9 +134,11 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(10)
 
 
-def _send(
+def installed_send(
     link: Link, tx_cpu: int, src: Path, port: int, rate: str, delay: str, env: dict
 ) -> dict[str, Any]:
+    """One ``blastrate send --json`` at ``rate`` (as typed: ``auto``, ``max``, ``375000000bps``)
+    from ``tx_cpu`` in the sending namespace; its time, rate, rounds and first-round loss."""
     load = os.getloadavg()[0]
     cmd = _in_ns(
         link.tx_ns,
@@ -171,7 +175,8 @@ def _send(
     }
 
 
-def _wait_listening(address: str, ns: str | None, port: int, deadline: float) -> None:
+def wait_listening(address: str, ns: str | None, port: int, deadline: float) -> None:
+    """Return once something listens on TCP ``port`` in namespace ``ns``, by ``deadline``."""
     probe = _in_ns(ns, ["ss", "-ltnH", f"sport = :{port}"])
     while time.monotonic() < deadline:
         out = subprocess.run(probe, capture_output=True, timeout=10).stdout
@@ -247,8 +252,8 @@ def main() -> None:
             for c in [int(x) for x in args.cpu_tasks.split(",")]:
                 if time.monotonic() > deadline:
                     break
-                port = _free_port()
-                rx = _receiver(
+                port = free_port()
+                rx = installed_receiver(
                     link,
                     rx_cpu,
                     c,
@@ -261,7 +266,7 @@ def main() -> None:
                 )
                 samples: dict[str, list[dict[str, Any]]] = {}
                 try:
-                    _wait_listening(link.address, link.rx_ns, port, time.monotonic() + 30)
+                    wait_listening(link.address, link.rx_ns, port, time.monotonic() + 30)
                     time.sleep(0.5)  # the busy loops settle on the core
                     order = random.Random(c * 7 + (rcvbuf or 0))
                     for _ in range(args.runs):
@@ -270,10 +275,10 @@ def main() -> None:
                         for r in rates:
                             if time.monotonic() > deadline:
                                 break
-                            got = _send(link, tx_cpu, src, port, r, args.delay, env)
+                            got = installed_send(link, tx_cpu, src, port, r, args.delay, env)
                             samples.setdefault(r, []).append(got)
                 finally:
-                    _stop(rx)
+                    stop_session(rx)
                 row = _score(c, rcvbuf, samples)
                 results.append(row)
                 print(_line(row), flush=True)

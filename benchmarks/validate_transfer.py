@@ -115,12 +115,16 @@ SETTLE_S = 0.002
 TIGHT_STAGES = 12
 
 
-def _busy(cpu: int, deadline: float) -> None:
+def _busy(cpu: int, deadline: float, progress: Any = None, slot: int = 0) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.sched_setaffinity(0, {cpu})
     while time.monotonic() < deadline:
         for _ in range(100_000):
             pass
+        if progress is not None:
+            # Chunks of 100,000 iterations done: with the task's CPU time, a speed meter
+            # of the core (benchmarks/receiver_share.py).
+            progress[slot] += 1
 
 
 def _io(cpu: int, path: str, deadline: float, seed: int) -> None:
@@ -145,10 +149,10 @@ def _receiver(
     isolate(opts["nice"])
     os.sched_setaffinity(0, {cpu})
     pids = []
-    for _ in range(opts["cpu_tasks"]):
+    for slot in range(opts["cpu_tasks"]):
         pid = os.fork()
         if pid == 0:
-            _busy(cpu, deadline)
+            _busy(cpu, deadline, opts.get("progress"), slot)
             os._exit(0)
         pids.append(pid)
     for seed in range(opts["io_tasks"]):
@@ -204,10 +208,12 @@ def receiver_process(
     cpu_tasks: int = 0,
     io_tasks: int = 0,
     io_file: Path | None = None,
+    progress: Any = None,
 ) -> Iterator[tuple[int, Any]]:
     """A receiver process pinned to ``rx_cpu`` serving transfers until the block ends;
     yields its control port and the pipe on which it reports (wake-ups, datagrams) of
-    each transfer."""
+    each transfer.  With ``progress`` (a shared array of at least ``cpu_tasks`` integers,
+    ``multiprocessing.RawArray``), busy task i counts its loop's chunks in slot i."""
     out_dir = tempfile.mkdtemp(
         prefix="blastrate-rx-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None
     )
@@ -230,6 +236,7 @@ def receiver_process(
                 "io_file": str(io_file),
                 "netns": link.rx_ns,
                 "address": link.address,
+                "progress": progress,
             },
         ),
         daemon=True,
