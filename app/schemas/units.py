@@ -147,6 +147,11 @@ def _exact(
     else:
         match = _QUANTITY.match(text)
         if match is None:
+            # "-10ms" is readable, only not allowed: say that, not "cannot read".
+            if _QUANTITY.match(text.strip().removeprefix("-")) is not None:
+                raise QuantityError(
+                    field, f"{kind} must be strictly positive, got {text.strip()[:40]!r}"
+                )
             raise QuantityError(field, f"cannot read {text[:40]!r} as a {kind}; expected {forms}")
         unit = match["unit"]
         factor = units.get(unit)

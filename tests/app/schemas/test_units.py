@@ -71,7 +71,11 @@ def test_durations_in_seconds(text: str, expected: float) -> None:
     ("parse", "text", "words"),
     [
         (parse_size, "abc", "cannot read"),
-        (parse_size, "-5MB", "cannot read"),
+        (parse_size, "-5MB", "strictly positive, got '-5MB'"),
+        (parse_duration, "-10ms", "strictly positive, got '-10ms'"),
+        (parse_duration, " -0.1 ", "strictly positive, got '-0.1'"),
+        (parse_bitrate, "-1Gbps", "strictly positive, got '-1Gbps'"),
+        (parse_duration, "--10ms", "cannot read"),
         (parse_size, "0MB", "strictly positive"),
         (parse_size, "1.5B", "whole number"),
         (parse_size, "7b", "whole number"),
