@@ -79,11 +79,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--window", type=float, default=0.5, help="seconds per window")
-    ap.add_argument("--windows", type=int, default=60, help="windows per core (2..1000)")
+    ap.add_argument("--windows", type=int, default=60, help="windows per core (3..1000)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    if not 2 <= args.windows <= 1000 or not 0.01 <= args.window <= 10:
-        ap.error("--windows 2..1000 and --window 0.01..10 s")
+    if not 3 <= args.windows <= 1000 or not 0.01 <= args.window <= 10:
+        ap.error("--windows 3..1000 and --window 0.01..10 s")
     load, steal0 = os.getloadavg(), _steal_ticks()
     print(f"# load before {load}")
     cores: dict[str, Any] = {}

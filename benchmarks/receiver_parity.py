@@ -32,6 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -124,12 +126,54 @@ def _block_mean(rows: list[dict[str, Any]]) -> float | None:
     return statistics.fmean(losses) if losses else None
 
 
-def _paired(diffs: list[float], rng: np.random.Generator) -> list[float] | None:
-    if len(diffs) < 2:
-        return None
-    d = np.asarray(diffs)
-    means = d[rng.integers(0, d.size, (4000, d.size))].mean(axis=1)
-    return [float(x) for x in np.percentile(means, [2.5, 97.5])]
+def summarise(rate: float, blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The paired comparison of one rate's blocks (in the order run).
+
+    Pairs are consecutive blocks (one of each set-up).  With 4-6 pairs a bootstrap
+    interval is too narrow, so the interval is Student's t on the paired differences, and
+    the signs are counted beside it.
+    """
+    from scipy import stats
+
+    pairs = [
+        {b["setup"]: b["mean_first_loss"] for b in blocks[i : i + 2]}
+        for i in range(0, len(blocks) - 1, 2)
+    ]
+    diffs = [
+        p["installed"] - p["bench"]
+        for p in pairs
+        if p.get("installed") is not None and p.get("bench") is not None
+    ]
+    ci = None
+    if len(diffs) >= 2:
+        mean, sem = statistics.fmean(diffs), statistics.stdev(diffs) / len(diffs) ** 0.5
+        half = float(stats.t.ppf(0.975, len(diffs) - 1)) * sem
+        ci = [mean - half, mean + half]
+    per_setup = {s: [b["mean_first_loss"] for b in blocks if b["setup"] == s] for s in SETUPS}
+    return {
+        "rate_bps": rate,
+        "blocks": blocks,
+        "paired_difference": statistics.fmean(diffs) if diffs else None,
+        "paired_difference_ci": ci,
+        "pairs_installed_higher": sum(d > 0 for d in diffs),
+        "pairs": len(diffs),
+        "block_range": {s: [min(v), max(v)] for s, v in per_setup.items() if v and None not in v},
+    }
+
+
+def summary_line(row: dict[str, Any]) -> str:
+    """One line: the paired difference (points), its interval, the signs, the ranges."""
+    ci = row["paired_difference_ci"]
+    return (
+        f"# {row['rate_bps'] / 1e6:.2f} Mbit/s: installed - bench "
+        f"{100 * (row['paired_difference'] or 0):+.1f} points "
+        f"(95 % t interval {'-' if ci is None else f'{100 * ci[0]:+.1f} to {100 * ci[1]:+.1f}'}; "
+        f"installed higher in {row['pairs_installed_higher']} of {row['pairs']} pairs); "
+        "block means "
+        + ", ".join(
+            f"{s} {100 * lo:.1f}-{100 * hi:.1f} %" for s, (lo, hi) in row["block_range"].items()
+        )
+    )
 
 
 def main() -> None:
@@ -148,94 +192,77 @@ def main() -> None:
     ap.add_argument("--block-timeout", type=float, default=300.0, help="s per block")
     ap.add_argument("--budget", type=float, default=1200.0, help="wall-time limit (s)")
     ap.add_argument("--json", default=None)
+    ap.add_argument(
+        "--rescore",
+        default=None,
+        metavar="JSON",
+        help="print the summary of a saved run (its --json) again, sending nothing",
+    )
     args = ap.parse_args()
+    if args.rescore:
+        for row in json.loads(Path(args.rescore).read_text())["results"]:
+            print(summary_line(summarise(row["rate_bps"], row["blocks"])))
+        return
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the finally blocks run
     start = time.monotonic()
-    rx_cpu, tx_cpu = sorted(os.sched_getaffinity(0))[:2]
-    work = Path(tempfile.mkdtemp(prefix="blastrate-parity-"))
-    src = work / "payload.bin"
-    src.write_bytes(np.random.default_rng(1).bytes(args.file_size))
-    out = work / "out"
-    out.mkdir()
-    env = {
-        **os.environ,
-        "BLASTRATE_SECRET": SECRET.decode(),
-        "BLASTRATE_DATABASE_URL": f"sqlite:///{work / 'profiles.db'}",
-    }
-    rng = np.random.default_rng(7)
-    results = []
     print(f"# load before {os.getloadavg()}", flush=True)
-    with Link("veth", args.line_rate, rx_cpu) as link:
-        print(f"# link: {link.kind}; {link.note}", flush=True)
-        setns(link.tx_ns)  # the in-process sender sends from the sending namespace
-        os.sched_setaffinity(0, {tx_cpu})
-        for rate in [float(x) for x in args.rate.split(",")]:
-            blocks: list[dict[str, Any]] = []
-            for k in range(2 * args.blocks):
-                if time.monotonic() - start > args.budget:
-                    print("# budget spent", flush=True)
-                    break
-                # Pairs alternate which set-up goes first (bench-installed, then
-                # installed-bench, ...), so a drift within a pair does not favour either.
-                setup = SETUPS[(k + k // 2) % 2]
-                rows = (
-                    _bench_block(link, rx_cpu, src, rate, args)
-                    if setup == "bench"
-                    else _installed_block(link, (rx_cpu, tx_cpu), src, rate, args, env, out)
-                )
-                blocks.append({"setup": setup, "mean_first_loss": _block_mean(rows), "rows": rows})
-                b = blocks[-1]
-                load = statistics.fmean(r["load1"] for r in rows)
-                print(
-                    f"{rate / 1e6:7.1f} Mbit/s {setup:>9}: first-blast loss "
-                    f"{100 * (b['mean_first_loss'] or 0):5.1f} % "
-                    f"({sum(r['ok'] for r in rows)}/{len(rows)} ok, load {load:.2f})",
-                    flush=True,
-                )
-            pairs = [
-                {b["setup"]: b["mean_first_loss"] for b in blocks[i : i + 2]}
-                for i in range(0, len(blocks) - 1, 2)
-            ]
-            diffs = [
-                p["installed"] - p["bench"]
-                for p in pairs
-                if p.get("installed") is not None and p.get("bench") is not None
-            ]
-            per_setup = {
-                s: [b["mean_first_loss"] for b in blocks if b["setup"] == s] for s in SETUPS
-            }
-            row: dict[str, Any] = {
-                "rate_bps": rate,
-                "blocks": blocks,
-                "paired_difference": statistics.fmean(diffs) if diffs else None,
-                "paired_difference_ci": _paired(diffs, rng),
-                "block_range": {
-                    s: [min(v), max(v)] for s, v in per_setup.items() if v and None not in v
-                },
-            }
-            results.append(row)
-            ci = row["paired_difference_ci"]
-            print(
-                f"# {rate / 1e6:.1f} Mbit/s: installed - bench "
-                f"{100 * (row['paired_difference'] or 0):+.1f} points "
-                f"(95 % CI {'-' if ci is None else f'{100 * ci[0]:+.1f} to {100 * ci[1]:+.1f}'}); "
-                "block means "
-                + ", ".join(
-                    f"{s} {100 * lo:.1f}-{100 * hi:.1f} %"
-                    for s, (lo, hi) in row["block_range"].items()
-                ),
-                flush=True,
-            )
-    for f in out.iterdir():
-        f.unlink()
-    out.rmdir()
-    for f in work.iterdir():
-        f.unlink()
-    work.rmdir()
+    results, link = _run(args, start)
     print(f"# elapsed {time.monotonic() - start:.0f} s; load at end {os.getloadavg()}")
     if args.json:
         Path(args.json).write_text(
-            json.dumps({"config": vars(args), "link": link.kind, "results": results}, indent=1)
+            json.dumps({"config": vars(args), "link": link, "results": results}, indent=1)
         )
+
+
+def _run(args: argparse.Namespace, start: float) -> tuple[list[dict[str, Any]], str]:
+    """Every rate's blocks, alternating the set-ups; the results and the link's kind."""
+    rx_cpu, tx_cpu = sorted(os.sched_getaffinity(0))[:2]
+    work = Path(tempfile.mkdtemp(prefix="blastrate-parity-"))
+    results: list[dict[str, Any]] = []
+    try:
+        src = work / "payload.bin"
+        src.write_bytes(np.random.default_rng(1).bytes(args.file_size))
+        out = work / "out"
+        out.mkdir()
+        env = {
+            **os.environ,
+            "BLASTRATE_SECRET": SECRET.decode(),
+            "BLASTRATE_DATABASE_URL": f"sqlite:///{work / 'profiles.db'}",
+        }
+        with Link("veth", args.line_rate, rx_cpu) as link:
+            print(f"# link: {link.kind}; {link.note}", flush=True)
+            setns(link.tx_ns)  # the in-process sender sends from the sending namespace
+            os.sched_setaffinity(0, {tx_cpu})
+            for rate in [float(x) for x in args.rate.split(",")]:
+                blocks: list[dict[str, Any]] = []
+                for k in range(2 * args.blocks):
+                    if time.monotonic() - start > args.budget:
+                        print("# budget spent", flush=True)
+                        break
+                    # Pairs alternate which set-up goes first (bench-installed, then
+                    # installed-bench, ...), so a drift within a pair favours neither.
+                    setup = SETUPS[(k + k // 2) % 2]
+                    rows = (
+                        _bench_block(link, rx_cpu, src, rate, args)
+                        if setup == "bench"
+                        else _installed_block(link, (rx_cpu, tx_cpu), src, rate, args, env, out)
+                    )
+                    mean = _block_mean(rows)
+                    blocks.append({"setup": setup, "mean_first_loss": mean, "rows": rows})
+                    load = statistics.fmean(r["load1"] for r in rows)
+                    print(
+                        f"{rate / 1e6:7.1f} Mbit/s {setup:>9}: first-blast loss "
+                        f"{100 * (mean or 0):5.1f} % "
+                        f"({sum(r['ok'] for r in rows)}/{len(rows)} ok, load {load:.2f})",
+                        flush=True,
+                    )
+                row = summarise(rate, blocks)
+                results.append(row)
+                print(summary_line(row), flush=True)
+            kind = link.kind
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return results, kind
 
 
 if __name__ == "__main__":

@@ -111,7 +111,7 @@ def installed_receiver(
     if nice is not None:
         script = f"echo {int(nice)} > /proc/self/autogroup; {script}"
     # A session of its own (start_new_session): its own scheduler group, and one process
-    # group that _stop ends whole.
+    # group that stop_session ends whole.
     return subprocess.Popen(
         ["sh", "-c", script],
         env=env,

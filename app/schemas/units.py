@@ -147,8 +147,10 @@ def _exact(
     else:
         match = _QUANTITY.match(text)
         if match is None:
-            # "-10ms" is readable, only not allowed: say that, not "cannot read".
-            if _QUANTITY.match(text.strip().removeprefix("-")) is not None:
+            # "-10ms" is readable, only not allowed: say that, not "cannot read" (but a
+            # unit that is wrong too, as in "-5m", gets the full list of forms).
+            negated = _QUANTITY.match(text.strip().removeprefix("-"))
+            if negated is not None and negated["unit"] in units:
                 raise QuantityError(
                     field, f"{kind} must be strictly positive, got {text.strip()[:40]!r}"
                 )
@@ -165,7 +167,8 @@ def _exact(
         digits, scale = number.as_integer_ratio()
         num, den = digits * factor[0], scale * factor[1]
     if num <= 0:
-        raise QuantityError(field, f"{kind} must be strictly positive")
+        got = f", got {text.strip()[:40]!r}" if isinstance(text, str) else f", got {text!r}"
+        raise QuantityError(field, f"{kind} must be strictly positive{got}")
     if num > _LARGEST_FLOAT * den:
         raise QuantityError(field, f"{kind} is not finite")
     return num, den
