@@ -16,8 +16,9 @@ Blocks come in pairs, the order alternating (bench then installed, then installe
 bench, ...: the first run went bench-first only, and a drift within each pair could have
 favoured one set-up); each block is a fresh receiver and fresh busy loops, then
 ``--transfers`` transfers.  Reported per rate: every block's mean first-round loss, and
-the paired difference installed - bench within each pair with a bootstrap 95 %
-interval.  An interval that excludes 0 says the set-ups differ; blocks of
+the paired difference installed - bench within each pair with a 95 % Student's t
+interval and the count of pairs where installed lost more (``--rescore`` prints them
+again from a saved ``--json``).  An interval that excludes 0 says the set-ups differ; blocks of
 one set-up that differ more than the pairs do say the machine drifts.  The load is
 recorded beside every transfer; every transfer has a time limit and the run a budget.
 
