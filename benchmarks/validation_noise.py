@@ -41,17 +41,17 @@ import argparse
 import itertools
 import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-LOSS_BAR = 0.03
-ONSET_BAR = 0.10
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-def _time_bar(delay_s: float) -> float:
-    return 1.05 if delay_s >= 0.1 else 1.10
+# The validation's own bars, so that the oracle is scored exactly as a model is.
+from validate_transfer import LOSS_BAR, loss_scored_rates, onset_ok, time_bar
 
 
 def _key(w: dict[str, Any]) -> tuple[int, float, int, int]:
@@ -64,15 +64,6 @@ def _curve(w: dict[str, Any], field: str) -> tuple[np.ndarray, np.ndarray]:
     return np.array([p[0] for p in pts]), np.array([p[1] for p in pts])
 
 
-def _onset_ok(pred_bps: float, w: dict[str, Any]) -> bool:
-    """``report()``'s onset rule: within 10 % of the measured onset, or at least 0.9x the
-    line where nothing was lost up to it."""
-    onset = w["loss_onset_bps"]
-    if onset is None:
-        return pred_bps >= 0.9 * w["line_rate_bps"]
-    return abs(pred_bps - onset) <= ONSET_BAR * onset
-
-
 def score_pair(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Run ``b``'s measurements scored as the model of run ``a``'s, one workload.
 
@@ -83,12 +74,7 @@ def score_pair(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     onset_a, onset_b = a["loss_onset_bps"], b["loss_onset_bps"]
     line_a, line_b = a["line_rate_bps"], b["line_rate_bps"]
     rate_b, loss_b = _curve(b, "first_round_loss")
-    below = [
-        r
-        for r in a["rates"]
-        if r["first_round_loss"].get("n", 0) > 0
-        and (onset_a is None or r["rate_bps"] < 2 * onset_a)
-    ]
+    below = loss_scored_rates(a)
     inside = [r for r in below if rate_b[0] <= r["rate_bps"] <= rate_b[-1]]
     gaps = [
         abs(r["first_round_loss"]["mean"] - float(np.interp(r["rate_bps"], rate_b, loss_b)))
@@ -104,7 +90,7 @@ def score_pair(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     # onset (or to a's "nothing up to the line") only if its line reached that far.
     oracle_pred = onset_b if onset_b is not None else line_b
     onset_comparable = line_b >= 0.9 * (onset_a if onset_a is not None else line_a)
-    model_onset_ok = _onset_ok(a["predicted_rate_bps"], a)
+    model_onset_ok = onset_ok(a["predicted_rate_bps"], a)
     # b's best rate can stand for a's only if b's line reached a's best rate.
     rate_a, time_a = _curve(a, "time_s")
     time_comparable = line_b >= a["best_rate_bps"]
@@ -122,12 +108,12 @@ def score_pair(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "oracle_loss_points_outside": len(below) - len(inside),
         "model_loss_gap": model_gap,
         "model_loss_gap_where_oracle_scored": model_gap_inside,
-        "oracle_onset_ok": _onset_ok(oracle_pred, a) if onset_comparable else None,
+        "oracle_onset_ok": onset_ok(oracle_pred, a) if onset_comparable else None,
         "model_onset_ok": model_onset_ok,
         "oracle_rate_bps": oracle_rate,
         "oracle_time_ratio": oracle_ratio if time_comparable else None,
         "model_time_ratio": a["time_ratio"],
-        "time_bar": _time_bar(a["delay_s"]),
+        "time_bar": time_bar(a["delay_s"]),
         "noisy": bool(a.get("noisy") or b.get("noisy")),
     }
 
