@@ -45,13 +45,23 @@ class _Serving:
         self.summary: ServeSummary | None = None
         self.ready = threading.Event()
         self.error_seen = threading.Event()
+        self.reports: list[Any] = []
+        self.reported = threading.Condition()
 
         def on_error(peer: str, exc: ReceiveError) -> None:
             self.errors.append(exc)
             self.error_seen.set()
 
+        def on_report(report: Any) -> None:
+            # Called once the session has ended and its slot is free again.
+            with self.reported:
+                self.reports.append(report)
+                self.reported.notify_all()
+
         def run() -> None:
-            self.summary = rx.serve(on_error=on_error, ready=self.ready.set, **kwargs)
+            self.summary = rx.serve(
+                on_error=on_error, on_report=on_report, ready=self.ready.set, **kwargs
+            )
 
         self.thread = threading.Thread(target=run, daemon=True)
         self.thread.start()
@@ -108,7 +118,10 @@ def test_beyond_max_sessions_a_sender_is_told_the_receiver_is_busy(tmp_path: Pat
         assert err.value.field == "max_sessions" and "busy" in err.value.reason
         t.join(60)
         assert first and first[0].digest_ok
-        # The slot is free again.
+        # The slot is free again once the receiver has ended that session (the sender may
+        # hold its report a moment before the receiver's thread lets go of the slot).
+        with serving.reported:
+            assert serving.reported.wait_for(lambda: len(serving.reports) >= 1, 30)
         assert _send(fast, rx.port).digest_ok
         summary = serving.stop()
     assert summary.served == 2 and summary.turned_away == 1
