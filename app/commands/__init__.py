@@ -181,6 +181,20 @@ def _shortened(text: str, limit: int) -> str:
     return text[: max(limit - 3, 1)].rsplit(" ", 1)[0].rstrip(",;:") + "..."
 
 
+def _caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether a Ctrl-C lies behind ``exc``: a compiled extension whose initialisation a
+    KeyboardInterrupt broke reports ``ImportError: initialization failed`` raised from it
+    (pybind11 does, e.g. matplotlib's), which is the user's Ctrl-C, not a defect."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 class BlastrateGroup(click.Group):
     """The main group: one-line errors and the exit statuses of :mod:`app.commands`.
 
@@ -226,6 +240,9 @@ class BlastrateGroup(click.Group):
             _silence_stdout()
             raise click.exceptions.Exit(EXIT_PIPE) from None
         except Exception as exc:  # one line, never a traceback, for a shell user
+            if _caused_by_interrupt(exc):
+                click.echo("blastrate: interrupted", err=True)
+                raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
             return self._internal(exc)
 
     @staticmethod

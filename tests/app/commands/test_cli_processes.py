@@ -60,6 +60,40 @@ def test_ctrl_c_during_start_up_is_quiet(tmp_path: Path) -> None:
         assert process.returncode in (EXIT_INTERRUPTED, 0), err
 
 
+def test_ctrl_c_that_breaks_an_extensions_import_is_an_interrupt_not_a_defect() -> None:
+    """Before: a Ctrl-C inside a compiled module's initialisation (pybind11 reports it as
+    ``ImportError: initialization failed`` raised from the KeyboardInterrupt) ended the
+    CLI with "internal error" and status 1, once in the start-up test above under CI."""
+    import click
+    from click.testing import CliRunner
+
+    from app.commands import BlastrateGroup
+    from app.commands.common import EXIT_INTERNAL
+
+    @click.group(cls=BlastrateGroup)
+    def group() -> None:
+        pass
+
+    @group.command()
+    def interrupted() -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise ImportError("initialization failed") from exc
+
+    @group.command()
+    def broken() -> None:
+        raise ImportError("initialization failed")
+
+    result = CliRunner().invoke(group, ["interrupted"])
+    assert result.exit_code == EXIT_INTERRUPTED
+    assert result.stderr == "blastrate: interrupted\n"
+    # Without a Ctrl-C behind it, the same error is still the program's fault.
+    result = CliRunner().invoke(group, ["broken"])
+    assert result.exit_code == EXIT_INTERNAL
+    assert "internal error: ImportError: initialization failed" in result.stderr
+
+
 def test_ctrl_c_stops_a_local_solve_at_once(tmp_path: Path) -> None:
     # 1.1 million markings: minutes of work, so only SIGINT can end it within the test.
     path = write_json(tmp_path / "cycle.json", cycle_net(1_500))
