@@ -5,7 +5,8 @@ without packages would clash under ``--doctest-modules``.)
 
 ``BLASTRATE_DATABASE_URL`` points at a SQLite file in a temporary directory for the
 whole session, set before any test module is imported; tests that need a database of
-their own pass an explicit URL.
+their own pass an explicit URL.  ``BLASTRATE_NO_CALIBRATE`` keeps receivers from
+calibrating their host at first start, except where a test asks for it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ def pytest_configure(config: pytest.Config) -> None:
     global _FOLDER
     _FOLDER = tempfile.mkdtemp(prefix="blastrate-test-db-")
     os.environ["BLASTRATE_DATABASE_URL"] = f"sqlite:///{_FOLDER}/blastrate.db"
+    # A receiver on a host without a profile measures one at its first start (a few
+    # seconds of loopback blasts beside the test's own transfer): off for the suite,
+    # on in the tests of that calibration (tests/app/commands/test_receiver_advice.py).
+    os.environ["BLASTRATE_NO_CALIBRATE"] = "1"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -15,11 +15,15 @@ from the session::
 
 Modules: :mod:`~datamover.wire` (the datagram), :mod:`~datamover.control` (framed
 control messages), :mod:`~datamover.handshake` (the secret, proved both ways),
-:mod:`~datamover.sender`, :mod:`~datamover.receiver`, :mod:`~datamover.advice` (the
-receiver's rate advice).
+:mod:`~datamover.sender`, :mod:`~datamover.receiver`, :mod:`~datamover.receive_path` (one
+wake-up of the receiver, also what the calibration measures), :mod:`~datamover.advice` (the
+receiver's rate advice) and :mod:`~datamover.advice_keeper` (that advice kept ready in the
+background).  The advice modules load the models (:mod:`host`, :mod:`transport`) and are
+imported on first use, so that moving a file starts in a fraction of a second.
 """
 
-from .advice import AdviceError, RateAdvice, ReceiverAdvisor, parse_advice_request
+from typing import TYPE_CHECKING, Any
+
 from .control import ControlError
 from .handshake import (
     MIN_SECRET_BYTES,
@@ -71,3 +75,18 @@ __all__ = [
     "send_file",
     "tcp_round_trip_s",
 ]
+
+if TYPE_CHECKING:
+    from .advice import AdviceError, RateAdvice, ReceiverAdvisor, parse_advice_request
+
+_ADVICE = ("AdviceError", "RateAdvice", "ReceiverAdvisor", "parse_advice_request")
+
+
+def __getattr__(name: str) -> Any:
+    # The advice brings in the models and their compiled kernels (about a second):
+    # loaded when first asked for, not by every sender.
+    if name in _ADVICE:
+        from . import advice
+
+        return getattr(advice, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

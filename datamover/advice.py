@@ -15,21 +15,30 @@ The request (all optional but the delay)::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from host import HostProfile, Workload
 from transport import (
     DEFAULT_SETTLE_S,
-    time_slice_bottleneck_rate,
+    TimeSliceCosts,
+    TimeSliceResult,
+    TimeSliceTerms,
     time_slice_costs,
+    time_slice_grid,
+    time_slice_refinement,
+    time_slice_terms,
     time_slice_work,
     workload_bottleneck_rate,
 )
 
 __all__ = [
     "MAX_ADVICE_WORK",
+    "PROFILE_KINDS",
     "AdviceError",
     "AdviceModel",
     "RateAdvice",
@@ -42,6 +51,13 @@ __all__ = [
 AdviceModel = Literal["timeslice", "paper"]
 _MODELS: tuple[str, ...] = get_args(AdviceModel)
 _MAX_DELAY_S = 60.0
+#: How a receiver's profile was made, as the ``auto`` object says: one of the paper's
+#: (``built-in``, a host that is not this one), a few seconds' measurement at the
+#: receiver's first start (``quick``), ``blastrate calibrate``'s (``calibrated``), or
+#: learned from the transfers the receiver served (``learned``).
+PROFILE_KINDS = ("built-in", "quick", "calibrated", "learned")
+#: Reference transfers whose refinements are solved ahead of time: (bytes, delay in s).
+_REFERENCE_TRANSFERS = ((30_000_000, 0.001), (30_000_000, 0.01), (30_000_000, 0.1), (2**30, 0.1))
 #: Most work (K * (7 (N + 1))^2, about the banded solve's flops per rate) a receiver puts
 #: into one piece of advice: about a second for the whole search on this machine.
 MAX_ADVICE_WORK = 2.0e8
@@ -144,8 +160,65 @@ class RateAdvice:
         }
 
 
+def profile_kind(provenance: dict[str, Any] | None) -> str:
+    """How a profile was made (:data:`PROFILE_KINDS`), from its stored provenance: none is
+    a built-in; ``kind`` names the others; any other provenance is a calibration's."""
+    if provenance is None:
+        return "built-in"
+    kind = provenance.get("kind")
+    return kind if kind in PROFILE_KINDS else "calibrated"
+
+
+def profile_age_s(provenance: dict[str, Any] | None, now: float) -> float | None:
+    """Seconds since the profile's measurement started (its ``started_unix``), or None."""
+    started = None if provenance is None else provenance.get("started_unix")
+    if isinstance(started, bool) or not isinstance(started, int | float):
+        return None
+    return max(0.0, now - float(started))
+
+
+@dataclass
+class _Solved:
+    """The time-slice model of one host and workload, solved ahead of any transfer: the
+    coarse grid and the refinements around its points (by coarse index)."""
+
+    coarse: TimeSliceTerms
+    fine: dict[int, TimeSliceTerms] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """Everything but the transfer that an answer depends on."""
+
+    profile: HostProfile
+    provenance: dict[str, Any] | None
+    costs: TimeSliceCosts
+    host: HostProfile
+    workload: Workload
+
+    def key(self) -> Hashable:
+        return (
+            tuple(sorted(self.host.to_dict().items())),
+            repr(self.costs),
+            tuple(sorted(self.workload.to_dict().items())),
+        )
+
+    def terms(self, rates_bps: Any) -> TimeSliceTerms:
+        return time_slice_terms(
+            self.workload, self.host, rates_bps=rates_bps, **self.costs.to_dict()
+        )
+
+
 class ReceiverAdvisor:
     """Computes :class:`RateAdvice` for a receiver as it receives.
+
+    The model's costly half (a scheduler chain per rate) depends on the host and its
+    workload, never on the transfer (:class:`transport.TimeSliceTerms`).  The advisor
+    keeps it solved for the workloads it has seen (:meth:`prepare`, called in the
+    background by :class:`datamover.advice_keeper.AdviceKeeper`), so that a sender's
+    request is answered by playing the rounds out over solved terms: about a
+    millisecond, no chain solved while the sender waits.  A request that finds nothing
+    solved for its workload is solved on the spot, and its answer says so (``ready``).
 
     Parameters
     ----------
@@ -155,7 +228,8 @@ class ReceiverAdvisor:
         ``blastrate calibrate`` applies at once).  Its K and N are replaced by the next
         two; the provenance's ``time_slice_s``, ``kernel_s_per_datagram``, ``wakeup_s``
         and ``effective_competitors`` (from a calibration) feed the time-slice model
-        (:func:`transport.time_slice_costs`).
+        (:func:`transport.time_slice_costs`), its ``kind`` and ``started_unix`` say how
+        and when it was made (:func:`profile_kind`).
     buffer_packets : int or None
         K, datagrams the receiver's socket holds (measured from its SO_RCVBUF); None
         keeps the profile's.
@@ -164,8 +238,9 @@ class ReceiverAdvisor:
     cpus : collection of int
         The CPUs the receiver may run on (its affinity): m is their number.
     workload : callable
-        ``workload(cpus) -> Workload``: the tasks competing for those CPUs now (a probe
-        of the host, :meth:`host.probe.HostProbe.workload_on`).
+        ``workload(cpus) -> Workload``: the tasks competing for those CPUs now: the
+        latest look of a background sampler (:class:`~datamover.advice_keeper.AdviceKeeper`),
+        or any other source; it should not block.
     settle_s : float, default 0.02
         The receiver's wait for stragglers after a lossy blast (s).
     profiles : callable, optional
@@ -173,6 +248,11 @@ class ReceiverAdvisor:
         profile; None refuses such requests.
     name : str, default "receiver"
         What ``computed_by`` says.
+    workload_info : callable, optional
+        ``workload_info() -> dict``: what the answer says of the workload's source (its
+        age, say); merged into :meth:`RateAdvice.to_dict`.
+    max_solved : int, default 32
+        Workloads and hosts whose solved terms are kept (least recently used go first).
     """
 
     def __init__(
@@ -186,6 +266,8 @@ class ReceiverAdvisor:
         settle_s: float = DEFAULT_SETTLE_S,
         profiles: Callable[[str], tuple[HostProfile, dict[str, Any] | None]] | None = None,
         name: str = "receiver",
+        workload_info: Callable[[], dict[str, Any]] | None = None,
+        max_solved: int = 32,
     ) -> None:
         self.own = own
         self.buffer_packets = buffer_packets
@@ -195,16 +277,17 @@ class ReceiverAdvisor:
         self.settle_s = settle_s
         self.profiles = profiles
         self.name = name
+        self.workload_info = workload_info
+        self.max_solved = max_solved
+        self._lock = threading.Lock()
+        self._solved: OrderedDict[Hashable, _Solved] = OrderedDict()
+        # Refinements an answer wanted and did not find: (inputs, coarse index).
+        self._wanted: OrderedDict[tuple[Hashable, int], _Inputs] = OrderedDict()
+        self.wanted = threading.Event()
 
-    def __call__(self, file_size_bytes: int, request: Any) -> RateAdvice:
-        """Advice for a file of ``file_size_bytes`` and the sender's ``request``.
+    # -- inputs --------------------------------------------------------------------------
 
-        Raises
-        ------
-        AdviceError
-            A malformed request or an unknown profile name.
-        """
-        delay, profile_name, model = parse_advice_request(request)
+    def _inputs(self, profile_name: str | None, workload: Workload | None = None) -> _Inputs:
         profile, provenance = self.own()
         if profile_name is not None and profile_name != profile.name:
             if self.profiles is None:
@@ -213,50 +296,196 @@ class ReceiverAdvisor:
                 profile, provenance = self.profiles(profile_name)
             except LookupError as exc:
                 raise AdviceError("profile", str(exc)) from None
-        costs = time_slice_costs(provenance, profile)
         k = profile.buffer_packets if self.buffer_packets is None else self.buffer_packets
+        host = profile.replace(buffer_packets=k, coalesce_packets=min(self.batch_packets, k))
+        return _Inputs(
+            profile=profile,
+            provenance=provenance,
+            costs=time_slice_costs(provenance, profile),
+            host=host,
+            workload=self.workload(self.cpus) if workload is None else workload,
+        )
+
+    def _check_work(self, host: HostProfile) -> None:
         # The time-slice chain costs about K * (N * phases)^2 per rate: refuse what would
         # keep this receiver (which serves one sender at a time) busy for seconds.
-        n_batch = min(self.batch_packets, k)
-        if model == "timeslice" and time_slice_work(k, n_batch) > MAX_ADVICE_WORK:
+        k, n_batch = host.buffer_packets, host.coalesce_packets
+        if time_slice_work(k, n_batch) > MAX_ADVICE_WORK:
             raise AdviceError(
                 "buffer_packets",
                 f"K={k} with N={n_batch} is beyond what this receiver advises on "
                 f"(max_advice_work={MAX_ADVICE_WORK}); use a smaller --batch or --rcvbuf, "
                 "or --model paper",
             )
-        host = profile.replace(buffer_packets=k, coalesce_packets=min(self.batch_packets, k))
-        workload = self.workload(self.cpus)
+
+    # -- solving ahead ---------------------------------------------------------------------
+
+    def _remember(self, key: Hashable, solved: _Solved) -> _Solved:
+        with self._lock:
+            kept = self._solved.setdefault(key, solved)
+            self._solved.move_to_end(key)
+            while len(self._solved) > self.max_solved:
+                self._solved.popitem(last=False)
+            return kept
+
+    def _lookup(self, key: Hashable) -> _Solved | None:
+        with self._lock:
+            solved = self._solved.get(key)
+            if solved is not None:
+                self._solved.move_to_end(key)
+            return solved
+
+    def _refine(self, inputs: _Inputs, solved: _Solved, best: int) -> TimeSliceTerms:
+        fine = solved.fine.get(best)
+        if fine is None:
+            fine = inputs.terms(time_slice_refinement(solved.coarse.rate_bps, best))
+            with self._lock:
+                fine = solved.fine.setdefault(best, fine)
+        return fine
+
+    def prepare(
+        self,
+        workload: Workload | None = None,
+        *,
+        stop: Callable[[], bool] | None = None,
+    ) -> bool:
+        """Solve the model for this receiver's own profile and ``workload`` (default: the
+        current one) ahead of any request: the coarse grid, and the refinements that
+        a few reference transfers (30 MB at 1, 10 and 100 ms, 1 GiB at 100 ms) land in.
+
+        Parameters
+        ----------
+        workload : Workload, optional
+            The workload to solve for.
+        stop : callable, optional
+            Checked between chains' batches: True stops early (what is solved is kept).
+
+        Returns
+        -------
+        bool
+            True if anything was solved.
+        """
+        inputs = self._inputs(None, workload)
+        self._check_work(inputs.host)
+        key = inputs.key()
+        solved = self._lookup(key)
+        did = False
+        if solved is None:
+            coarse = inputs.terms(time_slice_grid(inputs.host.line_rate_bps))
+            solved = self._remember(key, _Solved(coarse))
+            did = True
+        for size, delay in _REFERENCE_TRANSFERS:
+            if stop is not None and stop():
+                break
+            best = solved.coarse.best_index(size, delay, self.settle_s)
+            if best not in solved.fine:
+                self._refine(inputs, solved, best)
+                did = True
+        return did
+
+    def refine_wanted(self, *, stop: Callable[[], bool] | None = None) -> int:
+        """Solve the refinements that answers wanted and did not find; returns how many.
+
+        Parameters
+        ----------
+        stop : callable, optional
+            Checked before each: True leaves the rest for the next call.
+        """
+        done = 0
+        while not (stop is not None and stop()):
+            with self._lock:
+                if not self._wanted:
+                    self.wanted.clear()
+                    break
+                (key, best), inputs = self._wanted.popitem(last=False)
+            solved = self._lookup(key)
+            if solved is not None:
+                self._refine(inputs, solved, best)
+                done += 1
+        return done
+
+    # -- answering -------------------------------------------------------------------------
+
+    def _time_slice(
+        self, inputs: _Inputs, size: int, delay: float
+    ) -> tuple[TimeSliceResult, dict[str, Any]]:
+        key = inputs.key()
+        solved = self._lookup(key)
+        ready = solved is not None
+        if solved is None:
+            # Nothing solved for this host and workload yet: solve it now, and keep it.
+            solved = self._remember(
+                key, _Solved(inputs.terms(time_slice_grid(inputs.host.line_rate_bps)))
+            )
+        best = solved.coarse.best_index(size, delay, self.settle_s)
+        fine = solved.fine.get(best)
+        if fine is None and not ready:
+            fine = self._refine(inputs, solved, best)
+        if fine is None:
+            # The coarse grid's answer now; the refinement in the background, for the next.
+            with self._lock:
+                self._wanted[(key, best)] = inputs
+                self.wanted.set()
+            return solved.coarse.play(size, delay, self.settle_s), {
+                "ready": True,
+                "refined": False,
+            }
+        result = solved.coarse.merged(fine).play(size, delay, self.settle_s)
+        return result, {"ready": ready, "refined": True}
+
+    def __call__(self, file_size_bytes: int, request: Any) -> RateAdvice:
+        """Advice for a file of ``file_size_bytes`` and the sender's ``request``.
+
+        The answer's extra fields: ``ready`` (False: nothing was solved ahead for this
+        workload, and the sender waited for a solve), ``refined`` (False: the coarse
+        grid's best rate, a grid step of the line rate / 32 from the refined one),
+        ``advice_s`` (the time the answer took, s), ``profile_kind`` and
+        ``profile_age_s`` (how and how long ago the profile was made) and what
+        ``workload_info`` says.
+
+        Raises
+        ------
+        AdviceError
+            A malformed request or an unknown profile name.
+        """
+        started = time.perf_counter()
+        delay, profile_name, model = parse_advice_request(request)
+        inputs = self._inputs(profile_name)
         size = max(int(file_size_bytes), 1)
+        state: dict[str, Any]
         if model == "paper":
             paper = workload_bottleneck_rate(
-                workload, host, file_size_bytes=size, propagation_delay_s=delay
+                inputs.workload, inputs.host, file_size_bytes=size, propagation_delay_s=delay
             )
             rate, loss, t = (
                 paper.bottleneck.rate_bps,
                 paper.bottleneck.loss,
                 paper.bottleneck.transfer_time_s,
             )
+            state = {"ready": True, "refined": True}
         else:
-            ts = time_slice_bottleneck_rate(
-                workload,
-                host,
-                file_size_bytes=size,
-                propagation_delay_s=delay,
-                settle_s=self.settle_s,
-                **costs.to_dict(),
-            )
+            self._check_work(inputs.host)
+            ts, state = self._time_slice(inputs, size, delay)
             rate, loss, t = ts.rate_bps, ts.first_round_loss, ts.transfer_time_s
+        extra: dict[str, Any] = {
+            **state,
+            "profile_kind": profile_kind(inputs.provenance),
+            "profile_age_s": profile_age_s(inputs.provenance, time.time()),
+        }
+        if self.workload_info is not None:
+            extra.update(self.workload_info())
+        extra["advice_s"] = time.perf_counter() - started
         return RateAdvice(
             rate_bps=float(rate),
             predicted_loss=float(loss),
             predicted_time_s=float(t),
             model=model,
-            profile=profile.name,
-            workload=workload,
-            buffer_packets=host.buffer_packets,
-            coalesce_packets=host.coalesce_packets,
+            profile=inputs.profile.name,
+            workload=inputs.workload,
+            buffer_packets=inputs.host.buffer_packets,
+            coalesce_packets=inputs.host.coalesce_packets,
             propagation_delay_s=delay,
-            time_slice_s=costs.time_slice_s,
+            time_slice_s=inputs.costs.time_slice_s,
             computed_by=self.name,
+            extra=extra,
         )

@@ -52,7 +52,8 @@ import numpy as np
 
 from .control import ControlChannel, ControlError, MessageKind
 from .handshake import PROTOCOL_VERSION, SessionKeys, challenge
-from .wire import HEADER_BYTES, MAX_PAYLOAD_BYTES, DatagramCodec, WireError
+from .receive_path import ReceivePath
+from .wire import MAX_PAYLOAD_BYTES, DatagramCodec, WireError
 
 __all__ = [
     "DEFAULT_BATCH_PACKETS",
@@ -655,6 +656,8 @@ class Receiver:
         self._family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._stop = threading.Event()
         self._sessions = threading.BoundedSemaphore(self.limits.max_sessions)
+        self._receiving = 0
+        self._receiving_lock = threading.Lock()
         self._listener = socket.socket(self._family, socket.SOCK_STREAM)
         try:
             self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -665,6 +668,11 @@ class Receiver:
             raise
         self.port: int = self._listener.getsockname()[1]
         self.stale_removed = remove_stale_partials(self.output_dir)
+
+    @property
+    def receiving(self) -> int:
+        """Transfers whose blasts are being received now (from ACCEPT to the digest)."""
+        return self._receiving
 
     def close(self) -> None:
         """Stop serving: close the listener and abort running transfers."""
@@ -912,8 +920,14 @@ class Receiver:
             accept: dict[str, Any] = {"udp_port": udp.getsockname()[1]}
             if "advise" in hello:
                 accept["advice"] = self._advice(transfer.codec.file_size, hello["advise"])
-            channel.send_json(MessageKind.ACCEPT, accept)
-            self._rounds(channel, udp, transfer, report, deadline)
+            with self._receiving_lock:
+                self._receiving += 1
+            try:
+                channel.send_json(MessageKind.ACCEPT, accept)
+                self._rounds(channel, udp, transfer, report, deadline)
+            finally:
+                with self._receiving_lock:
+                    self._receiving -= 1
             report.sha256 = transfer.finish()
             report.elapsed_s = time.monotonic() - start
             # The file is verified and in place: a sender gone before hearing so does not
@@ -963,51 +977,9 @@ class Receiver:
         report: ReceiveReport,
         deadline: float,
     ) -> None:
-        codec = t.codec
-        buf = bytearray(HEADER_BYTES + t.payload + 1)  # +1: an over-long datagram shows
-        view = memoryview(buf)
-        have = t.have
-        mapped = t.map
-        size = t.payload
-        drop = self.drop
+        drain = ReceivePath(udp, t.codec, t.map, have=t.have, drop=self.drop)
         batch = self.batch_packets
         round_ = 1
-        seen = [0]  # valid datagrams since the last answer
-
-        def drain(limit: int) -> int:
-            # One wake-up: up to `limit` datagrams, non-blocking.  Returns the number of
-            # valid ones, so that a flood of garbage does not count as the sender's.
-            n = valid = 0
-            while n < limit:
-                try:
-                    got = udp.recv_into(buf)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError:
-                    # ECONNREFUSED and kin: an ICMP error for the connected peer.  It
-                    # counts, so that a stream of them cannot hold the loop.
-                    n += 1
-                    continue
-                n += 1
-                decoded = codec.decode(view[:got])
-                if decoded is None:
-                    report.rejected += 1
-                    continue
-                seq, payload = decoded
-                valid += 1
-                if drop is not None and drop(seq, round_):
-                    report.dropped += 1
-                elif have[seq]:
-                    report.duplicates += 1
-                else:
-                    assert mapped is not None  # a valid datagram implies a non-empty file
-                    offset = seq * size
-                    mapped[offset : offset + len(payload)] = payload
-                    have[seq] = 1
-                    report.accepted += 1
-            seen[0] += valid
-            report.wakeups += 1
-            return valid
 
         sel = selectors.DefaultSelector()
         sel.register(udp, selectors.EVENT_READ, "udp")
@@ -1049,8 +1021,8 @@ class Receiver:
                         )
                     # Every datagram of the blast arrived: no straggler to wait for.
                     target: int = sent
-                    self._settle(udp, drain, batch, deadline, lambda: seen[0] >= target)  # noqa: B023
-                    seen[0] = 0
+                    self._settle(udp, drain, batch, deadline, lambda: drain.valid >= target)  # noqa: B023
+                    drain.take_valid()
                     missing = t.missing()
                     count = int(np.count_nonzero(missing))
                     report.missing_per_round.append(count)
@@ -1063,9 +1035,13 @@ class Receiver:
                             "max_rounds", f"{count} packets still missing after {round_} rounds"
                         )
                     round_ += 1
+                    drain.round = round_
                     break  # re-check the deadlines
         finally:
             sel.close()
+            report.accepted, report.duplicates = drain.accepted, drain.duplicates
+            report.rejected, report.dropped = drain.rejected, drain.dropped
+            report.wakeups = drain.wakeups
 
     def _settle(
         self,

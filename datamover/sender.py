@@ -29,11 +29,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from transport import DEFAULT_PACKET_PAYLOAD_BYTES
-
 from .control import ControlChannel, ControlError, MessageKind
 from .handshake import PROTOCOL_VERSION, answer_challenge
-from .wire import MAX_PAYLOAD_BYTES, DatagramCodec, WireError
+from .wire import DEFAULT_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES, DatagramCodec, WireError
 
 __all__ = [
     "MAX_BURST_PACKETS",
@@ -129,7 +127,16 @@ class SendReport:
         From the start of the first blast to the receiver's report that nothing is
         missing (s): what the RBUDP model's T predicts.
     total_s : float
-        From connecting to the receiver's digest check (s).
+        From the call to the receiver's digest check (s): the file's digest, the
+        handshake, every round.
+    digest_s : float
+        Of which computing the file's SHA-256 before connecting (s).
+    handshake_s : float
+        Of which from connecting to the receiver's ACCEPT (s): the secret proved both
+        ways, the HELLO, and the receiver's advice when asked for.
+    accept_wait_s : float
+        Of which from sending the HELLO to the ACCEPT (s): the receiver's checks of the
+        file, its reserving the file's space, and its advice.
     sha256 : str
         Digest of the file sent (hex).
     receiver_sha256 : str
@@ -145,6 +152,9 @@ class SendReport:
     rounds: list[RoundReport] = field(default_factory=list)
     transfer_s: float = 0.0
     total_s: float = 0.0
+    digest_s: float = 0.0
+    handshake_s: float = 0.0
+    accept_wait_s: float = 0.0
     sha256: str = ""
     receiver_sha256: str = ""
     advice: dict[str, Any] | None = None
@@ -165,6 +175,9 @@ class SendReport:
             "bytes_sent": sum(r.bytes_sent for r in self.rounds),
             "transfer_s": self.transfer_s,
             "total_s": self.total_s,
+            "digest_s": self.digest_s,
+            "handshake_s": self.handshake_s,
+            "accept_wait_s": self.accept_wait_s,
             "sha256": self.sha256,
             "receiver_sha256": self.receiver_sha256,
             "digest_ok": self.digest_ok,
@@ -285,7 +298,7 @@ def send_file(
     rate_bps: float | None,
     secret: bytes | None = None,
     insecure: bool = False,
-    payload_bytes: int = DEFAULT_PACKET_PAYLOAD_BYTES,
+    payload_bytes: int = DEFAULT_PAYLOAD_BYTES,
     name: str | None = None,
     source_port: int = 0,
     source_address: str | None = None,
@@ -442,6 +455,8 @@ def _send(
         raise SendError("file" if exc.field == "file_size" else exc.field, str(exc)) from None
     report = SendReport(name=name, size=size, packets=codec.packet_count, rate_bps=rate_bps)
     report.sha256 = _file_digest(view)
+    connecting = time.monotonic()
+    report.digest_s = connecting - started
     try:
         conn = socket.create_connection(
             (host, port),
@@ -483,7 +498,11 @@ def _send(
                 **({} if advise is None else {"advise": advise}),
             },
         )
+        hello_sent = time.monotonic()
         _, accept = channel.expect_json(MessageKind.ACCEPT)
+        accepted = time.monotonic()
+        report.handshake_s = accepted - connecting
+        report.accept_wait_s = accepted - hello_sent
         if advise is not None:
             rate_bps = _advised_rate(accept.get("advice"))
             report.rate_bps = rate_bps

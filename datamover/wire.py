@@ -36,6 +36,7 @@ import struct
 from dataclasses import dataclass
 
 __all__ = [
+    "DEFAULT_PAYLOAD_BYTES",
     "HEADER_BYTES",
     "KEY_BYTES",
     "MAX_DATAGRAM_BYTES",
@@ -57,6 +58,10 @@ HEADER_BYTES = _PREFIX.size + TAG_BYTES
 #: Largest UDP payload over IPv4 (65535 - 20 IP - 8 UDP) and the file payload that fits.
 MAX_DATAGRAM_BYTES = 65_507
 MAX_PAYLOAD_BYTES = MAX_DATAGRAM_BYTES - HEADER_BYTES
+#: File bytes per datagram unless told otherwise: the model's S_pkt
+#: (``transport.DEFAULT_PACKET_PAYLOAD_BYTES``; tests/datamover/test_wire_format.py pins
+#: them equal), kept here so that moving a file does not load the models.
+DEFAULT_PAYLOAD_BYTES = 1468
 _MAX_PACKETS = 2**32  # seq is 32 bits
 _MAX_ROUND = 2**16 - 1
 

@@ -445,7 +445,7 @@ def measure_net_service(
     batch_packets: int,
     payload_bytes: int = 1468,
     datagrams: Sequence[bytes] | None = None,
-    process: Callable[[memoryview], object] | None = None,
+    receive_path: Callable[[socket.socket], Callable[[int], int]] | None = None,
     rcvbuf_bytes: int | None = 4 * 2**20,
     runs: int = 5,
     seconds: float = 2.0,
@@ -464,9 +464,11 @@ def measure_net_service(
     datagrams : sequence of bytes, optional
         What the sender sends, round robin (default: zero datagrams of
         ``payload_bytes``).  Give the real datagrams when ``process`` checks them.
-    process : callable, optional
-        The receiver's work per datagram, called with a view of it (default: none,
-        the bare receive path).
+    receive_path : callable, optional
+        ``receive_path(sock)`` returns the receiver's wake-up on ``sock``: a function
+        ``(limit) -> datagrams taken`` that takes up to ``limit`` datagrams without
+        blocking (:func:`datamover.receive_path.calibration_receive_path`, the path of
+        ``blastrate receive``).  Default: bare ``recv_into`` calls, nothing checked.
     rcvbuf_bytes : int or None, default 4 MiB
         SO_RCVBUF of the receiving socket: large, so one fill gives many wake-ups
         (capped by ``net.core.rmem_max``).
@@ -498,7 +500,7 @@ def measure_net_service(
         os.sched_setaffinity(0, {rx_cpu})
         for run in range(runs):
             rate, wall, full, sent_bps = _net_run(
-                ctx, ring, process, batch_packets, payload_bytes, rcvbuf_bytes, seconds, tx_cpu
+                ctx, ring, receive_path, batch_packets, payload_bytes, rcvbuf_bytes, seconds, tx_cpu
             )
             rates.append(rate)
             walls.append(wall)
@@ -520,10 +522,28 @@ def measure_net_service(
     )
 
 
+def _bare_wakeup(sock: socket.socket, largest: int) -> Callable[[int], int]:
+    """A wake-up that only reads: up to ``limit`` ``recv_into`` calls, nothing checked."""
+    buf = bytearray(largest + 1)
+    recv_into = sock.recv_into
+
+    def wakeup(limit: int) -> int:
+        n = 0
+        while n < limit:
+            try:
+                recv_into(buf)
+            except BlockingIOError:
+                break
+            n += 1
+        return n
+
+    return wakeup
+
+
 def _net_run(
     ctx: Any,
     ring: list[bytes],
-    process: Callable[[memoryview], object] | None,
+    receive_path: Callable[[socket.socket], Callable[[int], int]] | None,
     batch: int,
     payload_bytes: int,
     rcvbuf_bytes: int | None,
@@ -542,8 +562,11 @@ def _net_run(
         sock.bind(("127.0.0.1", 0))
         sock.setblocking(False)
         sel.register(sock, selectors.EVENT_READ)
-        buf = bytearray(max(len(d) for d in ring) + 1)
-        view = memoryview(buf)
+        wakeup = (
+            _bare_wakeup(sock, max(len(d) for d in ring))
+            if receive_path is None
+            else receive_path(sock)
+        )
         child = ctx.Process(
             target=_blast,
             args=(sock.getsockname(), ring, seconds + warmup + 0.5, tx_cpu, sent),
@@ -552,7 +575,6 @@ def _net_run(
         child.start()
         if not sel.select(timeout=10.0):
             raise RuntimeError("the calibration sender sent nothing within 10 s")
-        recv_into = sock.recv_into
         time.sleep(warmup)
         cpu = 0.0
         wakeups = 0.0
@@ -564,15 +586,7 @@ def _net_run(
             c0 = time.thread_time()
             while True:
                 sel.select(timeout=0)
-                n = 0
-                while n < batch:
-                    try:
-                        got = recv_into(buf)
-                    except BlockingIOError:
-                        break
-                    n += 1
-                    if process is not None:
-                        process(view[:got])
+                n = wakeup(batch)
                 if n < batch:
                     # The buffer ran dry: the last wake-up counts for the share it did.
                     wakeups += n / batch

@@ -37,6 +37,10 @@ uses to advise a sender's ``--rate auto``::
     )
     r.rate_bps, r.first_round_loss, r.loss_onset_bps, r.curve
 
+Its costly half (a scheduler chain per rate) does not depend on the file or the delay:
+``time_slice_terms`` solves it ahead of time and ``TimeSliceTerms.play`` answers any
+transfer from it in about a millisecond.
+
 The real data mover (sender, receiver, wire format) that acts on these numbers is
 the :mod:`datamover` package.
 
@@ -70,9 +74,13 @@ from .timeslice import (
     TimeSliceCosts,
     TimeSliceCurve,
     TimeSliceResult,
+    TimeSliceTerms,
     scheduled_competitors,
     time_slice_bottleneck_rate,
     time_slice_costs,
+    time_slice_grid,
+    time_slice_refinement,
+    time_slice_terms,
     time_slice_work,
 )
 
@@ -91,6 +99,7 @@ __all__ = [
     "TimeSliceCosts",
     "TimeSliceCurve",
     "TimeSliceResult",
+    "TimeSliceTerms",
     "TransferCurve",
     "TransferTerms",
     "TransferTime",
@@ -100,6 +109,9 @@ __all__ = [
     "scheduled_competitors",
     "time_slice_bottleneck_rate",
     "time_slice_costs",
+    "time_slice_grid",
+    "time_slice_refinement",
+    "time_slice_terms",
     "time_slice_work",
     "total_size_bytes",
     "transfer_time",

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -52,10 +52,14 @@ __all__ = [
     "TimeSliceCosts",
     "TimeSliceCurve",
     "TimeSliceResult",
+    "TimeSliceTerms",
     "competitors_per_core",
     "scheduled_competitors",
     "time_slice_bottleneck_rate",
     "time_slice_costs",
+    "time_slice_grid",
+    "time_slice_refinement",
+    "time_slice_terms",
     "time_slice_work",
 ]
 
@@ -332,6 +336,283 @@ def _play_rounds(
     return first, time_s, rounds
 
 
+def time_slice_grid(line_rate_bps: float, grid_points: int = 32) -> NDArray[np.float64]:
+    """The coarse rates :func:`time_slice_bottleneck_rate` scores first (bit/s):
+    ``grid_points`` evenly spaced over (0, line rate]."""
+    points = check.whole_number(grid_points, "grid_points", minimum=2, maximum=4096, unit="points")
+    line = float(line_rate_bps)
+    return np.linspace(line / points, line, points)
+
+
+def time_slice_refinement(coarse_bps: NDArray[np.float64], best: int) -> NDArray[np.float64]:
+    """The 17 rates (bit/s) that refine a coarse grid around its best point ``best``:
+    evenly over the two cells beside it."""
+    lo = coarse_bps[max(best - 1, 0)]
+    hi = coarse_bps[min(best + 1, coarse_bps.size - 1)]
+    return np.linspace(lo, hi, 17)
+
+
+@dataclass(frozen=True)
+class TimeSliceTerms:
+    """The time-slice model of one host and workload at a set of rates, before any transfer.
+
+    Solving the scheduler chain at a rate is the model's whole cost; what comes out of it
+    depends on the host, its workload and the rate, never on the file or the delay.
+    :meth:`play` turns these terms into transfer times for any file and delay with a few
+    array operations, so a receiver can solve ahead of time and answer a sender at once.
+    Made by :func:`time_slice_terms`.
+
+    Attributes
+    ----------
+    rate_bps : ndarray
+        Sending rates (payload bit/s), ascending.
+    stationary_loss : ndarray
+        p_K, the buffer's stationary loss probability at each rate.
+    shift : ndarray
+        lambda * D (datagrams): a blast of n loses ``clip(p_K n + shift, 0, n)``.
+    backlog : ndarray
+        Datagrams a long blast leaves in the buffer.
+    drain_per_s : ndarray
+        Datagrams per second at which that backlog drains after the blast.
+    service_rate_per_s : float
+        Wake-ups per second while the receiver runs.
+    competitors : float
+        c as scheduled (:func:`scheduled_competitors`).
+    time_slice_s : float
+        The scheduler's slice (s).
+    payload_bytes : int
+        File bytes per datagram.
+    inputs : dict
+        Everything the terms depend on.
+    """
+
+    rate_bps: NDArray[np.float64]
+    stationary_loss: NDArray[np.float64]
+    shift: NDArray[np.float64]
+    backlog: NDArray[np.float64]
+    drain_per_s: NDArray[np.float64]
+    service_rate_per_s: float
+    competitors: float
+    time_slice_s: float
+    payload_bytes: int
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+    def merged(self, other: TimeSliceTerms) -> TimeSliceTerms:
+        """These terms and ``other``'s (same host and workload) in one set, by rate."""
+        if other.inputs != self.inputs:
+            raise TransportParameterError("terms", "terms of different hosts or workloads")
+        order = np.argsort(np.concatenate([self.rate_bps, other.rate_bps]), kind="stable")
+        arrays: dict[str, Any] = {
+            name: np.concatenate([getattr(self, name), getattr(other, name)])[order]
+            for name in ("rate_bps", "stationary_loss", "shift", "backlog", "drain_per_s")
+        }
+        return replace(self, **arrays)
+
+    def curve(
+        self, file_size_bytes: int, propagation_delay_s: float, settle_s: float = 0.0
+    ) -> TimeSliceCurve:
+        """The model at every rate of these terms for one transfer.
+
+        Parameters
+        ----------
+        file_size_bytes : int
+            File size (bytes), >= 1.
+        propagation_delay_s : float
+            One-way delay (s), > 0.
+        settle_s : float, default 0
+            The receiver's wait for stragglers after a lossy blast (s).
+        """
+        size = check.whole_number(file_size_bytes, "file_size_bytes", minimum=1)
+        delay = check.positive_real(propagation_delay_s, "propagation_delay_s", "s")
+        packets = -(-size // self.payload_bytes)
+        first, t, rounds = _play_rounds(
+            self.rate_bps,
+            self.stationary_loss,
+            self.shift,
+            self.backlog,
+            self.drain_per_s,
+            packets,
+            self.payload_bytes,
+            delay,
+            float(settle_s),
+        )
+        return TimeSliceCurve(self.rate_bps, first, self.stationary_loss, t, rounds)
+
+    def best_index(
+        self, file_size_bytes: int, propagation_delay_s: float, settle_s: float = 0.0
+    ) -> int:
+        """Index of the rate with the shortest modelled transfer (the first if none
+        completes)."""
+        times = self.curve(file_size_bytes, propagation_delay_s, settle_s).transfer_time_s
+        return int(np.argmin(times))
+
+    def play(
+        self, file_size_bytes: int, propagation_delay_s: float, settle_s: float = 0.0
+    ) -> TimeSliceResult:
+        """The best of these rates for one transfer (see :meth:`curve` for the arguments).
+
+        Raises
+        ------
+        NoCompletingRateError
+            When the transfer does not complete at any of these rates.
+        """
+        curve = self.curve(file_size_bytes, propagation_delay_s, settle_s)
+        completes = np.isfinite(curve.transfer_time_s)
+        if not completes.any():
+            # Never a transfer that never finishes reported as a number (SPEC section 4).
+            raise NoCompletingRateError(
+                f"the transfer is still losing datagrams after {_MAX_ROUNDS} rounds at all "
+                f"{curve.rate_bps.size} scored rates up to {float(curve.rate_bps[-1])!r} "
+                "bit/s: it never completes",
+                TransferCurve(
+                    curve.rate_bps.copy(),
+                    curve.transfer_time_s.copy(),
+                    curve.first_round_loss.copy(),
+                    completes,
+                ),
+            )
+        best = int(np.argmin(np.where(completes, curve.transfer_time_s, np.inf)))
+        lossy = np.flatnonzero(curve.first_round_loss > 0.01)
+        return TimeSliceResult(
+            rate_bps=float(curve.rate_bps[best]),
+            transfer_time_s=float(curve.transfer_time_s[best]),
+            first_round_loss=float(curve.first_round_loss[best]),
+            loss_onset_bps=float(curve.rate_bps[lossy[0]]) if lossy.size else None,
+            service_rate_per_s=self.service_rate_per_s,
+            competitors=self.competitors,
+            time_slice_s=self.time_slice_s,
+            curve=curve,
+            inputs={
+                **self.inputs,
+                "file_size_bytes": int(file_size_bytes),
+                "propagation_delay_s": float(propagation_delay_s),
+                "settle_s": float(settle_s),
+            },
+        )
+
+
+def time_slice_terms(
+    workload: Workload,
+    profile: HostProfile,
+    *,
+    rates_bps: NDArray[np.float64],
+    time_slice_s: float = DEFAULT_TIME_SLICE_S,
+    kernel_s_per_datagram: float = 0.0,
+    wakeup_s: float = 0.0,
+    wakeup_preemption: bool = False,
+    scheduler: str = "lag",
+    effective_competitors: Sequence[float] = (),
+    slice_stages: int = 3,
+) -> TimeSliceTerms:
+    """Solve the time-slice model's scheduler chain at each of ``rates_bps``.
+
+    The costly half of :func:`time_slice_bottleneck_rate` (one small chain per rate); the
+    keywords are its keywords, and :meth:`TimeSliceTerms.play` is the other half.
+
+    Parameters
+    ----------
+    workload, profile
+        As :func:`time_slice_bottleneck_rate`.
+    rates_bps : ndarray
+        Sending rates (payload bit/s), each > 0.
+    time_slice_s, kernel_s_per_datagram, wakeup_s, wakeup_preemption, scheduler, \
+effective_competitors, slice_stages
+        As :func:`time_slice_bottleneck_rate`.
+
+    Returns
+    -------
+    TimeSliceTerms
+    """
+    rates = np.asarray(rates_bps, dtype=np.float64)
+    if rates.ndim != 1 or rates.size == 0 or not np.all(np.isfinite(rates) & (rates > 0)):
+        raise TransportParameterError(
+            "rates_bps", "must be a non-empty list of finite rates > 0 bit/s"
+        )
+    slice_s = check.positive_real(time_slice_s, "time_slice_s", "s")
+    stages = check.whole_number(slice_stages, "slice_stages", minimum=1, maximum=64, unit="stages")
+    alone = Workload(
+        cpu_tasks=0, io_tasks=workload.io_tasks, cores=workload.cores, disks=workload.disks
+    )
+    mu = interrupt_service_time(alone, profile).rate_per_s
+    measured = _competitor_table(effective_competitors)
+    c = scheduled_competitors(competitors_per_core(workload.cpu_tasks, workload.cores), measured)
+    kernel_s = float(kernel_s_per_datagram)
+    if not (np.isfinite(kernel_s) and kernel_s >= 0):
+        raise TransportParameterError(
+            "kernel_s_per_datagram", f"must be finite and >= 0 s, got {kernel_s_per_datagram}"
+        )
+    wakeup = float(wakeup_s)
+    if not (np.isfinite(wakeup) and 0 <= wakeup < 1.0 / mu):
+        raise TransportParameterError(
+            "wakeup_s",
+            f"must be >= 0 s and below a wake-up's whole time 1/mu = {1.0 / mu:.4g} s, "
+            f"got {wakeup_s}",
+        )
+    if scheduler not in ("lag", "rotation"):
+        raise TransportParameterError(
+            "scheduler", f"must be 'lag' or 'rotation', got {scheduler!r}"[:200]
+        )
+    if wakeup_preemption and scheduler != "rotation":
+        raise TransportParameterError(
+            "wakeup_preemption", "applies to scheduler='rotation' only (the lag model has it)"
+        )
+    # A backlogged receiver skips the sleep: its wake-ups come this much faster.
+    backlogged_speedup = 1.0 / (1.0 - wakeup * mu)
+    payload = profile.packet_payload_bytes
+    lam = rates / (8.0 * payload)
+    # The kernel's share at each rate comes first; the tasks split what is left.
+    left = np.clip(1.0 - lam * kernel_s, 1e-6, 1.0)
+    p_k, deviation_s = np.empty(lam.size), np.empty(lam.size)
+    backlog, drain = np.empty(lam.size), np.empty(lam.size)
+    for i in range(lam.size):  # one small chain per rate
+        scheduling: dict[str, Any]
+        if scheduler == "lag":
+            env, idle, service, start = lag_environment(c, slice_s, mu * left[i], stages=stages)
+            scheduling = {
+                "idle_environment": idle,
+                "fixed_cost_fraction": wakeup * mu,
+                "start": start,
+            }
+        else:
+            env, service = time_slice_environment(c, slice_s, mu * left[i], stages=stages)
+            scheduling = {"idle_holds": wakeup_preemption}
+        queue = ModulatedQueue(
+            env,
+            service,
+            profile.buffer_packets,
+            profile.coalesce_packets,
+            backlogged_rates=service * backlogged_speedup,
+            **scheduling,
+        )
+        terms = blast_loss_terms(queue, lam[i : i + 1])
+        p_k[i], deviation_s[i], backlog[i] = (t[0] for t in terms)
+        # The backlog drains after the blast, when the kernel has no more arrivals
+        # to take its share: at the receiver's whole share of the CPU.
+        drain[i] = queue.mean_capacity() / left[i]
+    return TimeSliceTerms(
+        rate_bps=rates,
+        stationary_loss=p_k,
+        shift=lam * deviation_s,
+        backlog=backlog,
+        drain_per_s=drain,
+        service_rate_per_s=mu,
+        competitors=c,
+        time_slice_s=slice_s,
+        payload_bytes=payload,
+        inputs={
+            "workload": workload.to_dict(),
+            "profile": profile.to_dict(),
+            "time_slice_s": slice_s,
+            "kernel_s_per_datagram": kernel_s,
+            "wakeup_s": wakeup,
+            "wakeup_preemption": wakeup_preemption,
+            "scheduler": scheduler,
+            "effective_competitors": measured.tolist(),
+            "slice_stages": stages,
+        },
+    )
+
+
 def time_slice_bottleneck_rate(
     workload: Workload,
     profile: HostProfile,
@@ -426,135 +707,27 @@ def time_slice_bottleneck_rate(
     """
     size = check.whole_number(file_size_bytes, "file_size_bytes", minimum=1)
     delay = check.positive_real(propagation_delay_s, "propagation_delay_s", "s")
-    slice_s = check.positive_real(time_slice_s, "time_slice_s", "s")
-    stages = check.whole_number(slice_stages, "slice_stages", minimum=1, maximum=64, unit="stages")
-    alone = Workload(
-        cpu_tasks=0, io_tasks=workload.io_tasks, cores=workload.cores, disks=workload.disks
+    host: dict[str, Any] = dict(
+        time_slice_s=time_slice_s,
+        kernel_s_per_datagram=kernel_s_per_datagram,
+        wakeup_s=wakeup_s,
+        wakeup_preemption=wakeup_preemption,
+        scheduler=scheduler,
+        effective_competitors=effective_competitors,
+        slice_stages=slice_stages,
     )
-    mu = interrupt_service_time(alone, profile).rate_per_s
-    measured = _competitor_table(effective_competitors)
-    c = scheduled_competitors(competitors_per_core(workload.cpu_tasks, workload.cores), measured)
-    kernel_s = float(kernel_s_per_datagram)
-    if not (np.isfinite(kernel_s) and kernel_s >= 0):
-        raise TransportParameterError(
-            "kernel_s_per_datagram", f"must be finite and >= 0 s, got {kernel_s_per_datagram}"
-        )
-    wakeup = float(wakeup_s)
-    if not (np.isfinite(wakeup) and 0 <= wakeup < 1.0 / mu):
-        raise TransportParameterError(
-            "wakeup_s",
-            f"must be >= 0 s and below a wake-up's whole time 1/mu = {1.0 / mu:.4g} s, "
-            f"got {wakeup_s}",
-        )
-    if scheduler not in ("lag", "rotation"):
-        raise TransportParameterError(
-            "scheduler", f"must be 'lag' or 'rotation', got {scheduler!r}"[:200]
-        )
-    if wakeup_preemption and scheduler != "rotation":
-        raise TransportParameterError(
-            "wakeup_preemption", "applies to scheduler='rotation' only (the lag model has it)"
-        )
-    # A backlogged receiver skips the sleep: its wake-ups come this much faster.
-    backlogged_speedup = 1.0 / (1.0 - wakeup * mu)
-    payload = profile.packet_payload_bytes
-    packets = -(-size // payload)
-    line = profile.line_rate_bps
-
-    def score(rates: NDArray[np.float64]) -> TimeSliceCurve:
-        lam = rates / (8.0 * payload)
-        # The kernel's share at each rate comes first; the tasks split what is left.
-        left = np.clip(1.0 - lam * kernel_s, 1e-6, 1.0)
-        p_k, deviation_s = np.empty(lam.size), np.empty(lam.size)
-        backlog, drain = np.empty(lam.size), np.empty(lam.size)
-        for i in range(lam.size):  # one small chain per rate
-            scheduling: dict[str, Any]
-            if scheduler == "lag":
-                env, idle, service, start = lag_environment(c, slice_s, mu * left[i], stages=stages)
-                scheduling = {
-                    "idle_environment": idle,
-                    "fixed_cost_fraction": wakeup * mu,
-                    "start": start,
-                }
-            else:
-                env, service = time_slice_environment(c, slice_s, mu * left[i], stages=stages)
-                scheduling = {"idle_holds": wakeup_preemption}
-            queue = ModulatedQueue(
-                env,
-                service,
-                profile.buffer_packets,
-                profile.coalesce_packets,
-                backlogged_rates=service * backlogged_speedup,
-                **scheduling,
-            )
-            terms = blast_loss_terms(queue, lam[i : i + 1])
-            p_k[i], deviation_s[i], backlog[i] = (t[0] for t in terms)
-            # The backlog drains after the blast, when the kernel has no more arrivals
-            # to take its share: at the receiver's whole share of the CPU.
-            drain[i] = queue.mean_capacity() / left[i]
-        first, t, rounds = _play_rounds(
-            rates, p_k, lam * deviation_s, backlog, drain, packets, payload, delay, settle_s
-        )
-        return TimeSliceCurve(rates, first, p_k, t, rounds)
-
     if rates_bps is not None:
-        curve = score(np.asarray(rates_bps, dtype=np.float64))
-    else:
-        coarse = np.linspace(line / grid_points, line, grid_points)
-        first_pass = score(coarse)
-        best = int(np.argmin(first_pass.transfer_time_s))
-        lo = coarse[max(best - 1, 0)]
-        hi = coarse[min(best + 1, coarse.size - 1)]
-        fine = np.linspace(lo, hi, 17)
-        second = score(fine)
-        order = np.argsort(np.concatenate([coarse, fine]), kind="stable")
-        curve = TimeSliceCurve(
-            *(
-                np.concatenate([getattr(first_pass, f), getattr(second, f)])[order]
-                for f in (
-                    "rate_bps",
-                    "first_round_loss",
-                    "stationary_loss",
-                    "transfer_time_s",
-                    "rounds",
-                )
-            )
+        terms = time_slice_terms(
+            workload, profile, rates_bps=np.asarray(rates_bps, dtype=np.float64), **host
         )
-    completes = np.isfinite(curve.transfer_time_s)
-    if not completes.any():
-        # Never a transfer that never finishes reported as a number (SPEC section 4).
-        raise NoCompletingRateError(
-            f"the transfer is still losing datagrams after {_MAX_ROUNDS} rounds at all "
-            f"{curve.rate_bps.size} scored rates in (0, {line!r}] bit/s: it never completes",
-            TransferCurve(
-                curve.rate_bps.copy(),
-                curve.transfer_time_s.copy(),
-                curve.first_round_loss.copy(),
-                completes,
-            ),
-        )
-    best = int(np.argmin(np.where(completes, curve.transfer_time_s, np.inf)))
-    lossy = np.flatnonzero(curve.first_round_loss > 0.01)
-    return TimeSliceResult(
-        rate_bps=float(curve.rate_bps[best]),
-        transfer_time_s=float(curve.transfer_time_s[best]),
-        first_round_loss=float(curve.first_round_loss[best]),
-        loss_onset_bps=float(curve.rate_bps[lossy[0]]) if lossy.size else None,
-        service_rate_per_s=mu,
-        competitors=c,
-        time_slice_s=slice_s,
-        curve=curve,
-        inputs={
-            "workload": workload.to_dict(),
-            "profile": profile.to_dict(),
-            "file_size_bytes": size,
-            "propagation_delay_s": delay,
-            "time_slice_s": slice_s,
-            "kernel_s_per_datagram": kernel_s,
-            "settle_s": settle_s,
-            "wakeup_s": wakeup,
-            "wakeup_preemption": wakeup_preemption,
-            "scheduler": scheduler,
-            "effective_competitors": measured.tolist(),
-            "slice_stages": stages,
-        },
+        return terms.play(size, delay, settle_s)
+    coarse = time_slice_terms(
+        workload, profile, rates_bps=time_slice_grid(profile.line_rate_bps, grid_points), **host
     )
+    fine = time_slice_terms(
+        workload,
+        profile,
+        rates_bps=time_slice_refinement(coarse.rate_bps, coarse.best_index(size, delay, settle_s)),
+        **host,
+    )
+    return coarse.merged(fine).play(size, delay, settle_s)

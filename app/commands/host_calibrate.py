@@ -1,11 +1,12 @@
 """``blastrate calibrate``: measure this host's service rates and store them as a profile.
 
 Runs the paper's representative tasks (§III) through :mod:`host.calibration`: the
-receive path of ``blastrate receive`` (the same datagram check and store, N datagrams
-per wake-up) for mu_net, the random-line reader with the page cache defeated for
-mu_io_cpu and mu_disk, and the real socket buffer K in datagrams.  Every figure is the
-mean of several runs, reported with its spread.  The profile goes to the profile store
-(``host.store.ProfileStore``) with the full measurement as provenance.
+receive path of ``blastrate receive`` itself (:class:`datamover.receive_path.ReceivePath`,
+N datagrams per wake-up, each checked and stored) for mu_net, the random-line reader
+with the page cache defeated for mu_io_cpu and mu_disk, and the real socket buffer K in
+datagrams.  Every figure is the mean of several runs, reported with its spread.  The
+profile goes to the profile store (``host.store.ProfileStore``) with the full
+measurement as provenance.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from rich.console import Console
 from rich.table import Table
 
 from app.schemas.units import QuantityError, parse_bitrate, parse_size
-from datamover import HEADER_BYTES, DatagramCodec
+from datamover import HEADER_BYTES
+from datamover.receive_path import calibration_receive_path
 from host import HostProfile, WorkloadError
 from host.calibration import (
     Spread,
@@ -36,47 +38,12 @@ from host.calibration import (
 
 from .common import print_table
 
-__all__ = ["calibrate", "receive_path"]
+__all__ = ["calibrate"]
 
 
 def _fail(field: str, reason: str, status: int) -> NoReturn:
     click.echo(f"blastrate: error: {field}: {reason}", err=True)
     sys.exit(status)
-
-
-def receive_path(payload_bytes: int, packets: int = 1024) -> tuple[list[bytes], Any]:
-    """Datagrams of a transfer and the receiver's per-datagram work on them.
-
-    The work is what :class:`transport.Receiver` does to each datagram: check it with the
-    session's codec, copy its payload into the file's memory, mark it received.
-
-    Returns
-    -------
-    datagrams : list of bytes
-        ``packets`` valid datagrams of ``payload_bytes`` of payload.
-    process : callable
-        ``process(view)``, the per-datagram work.
-    """
-    size = packets * payload_bytes
-    codec = DatagramCodec(0x5EED, os.urandom(32), size, payload_bytes)
-    data = os.urandom(size)
-    datagrams = [
-        codec.encode(i, 1, data[i * payload_bytes : (i + 1) * payload_bytes])
-        for i in range(packets)
-    ]
-    store = bytearray(size)
-    have = bytearray(packets)
-
-    def process(view: memoryview) -> None:
-        decoded = codec.decode(view)
-        if decoded is None:
-            return
-        seq, payload = decoded
-        offset = seq * payload_bytes
-        store[offset : offset + len(payload)] = payload
-        have[seq] = 1
-
-    return datagrams, process
 
 
 def _spread_row(table: Table, name: str, unit: str, s: Spread, scale: float = 1.0) -> None:
@@ -188,13 +155,13 @@ def calibrate(
         with console.status("calibrating") as status:
             status.update("socket buffer K")
             k = measure_buffer_packets(HEADER_BYTES + payload, rcvbuf_bytes=buffer)
-            datagrams, process = receive_path(payload)
+            datagrams, path = calibration_receive_path(payload)
             status.update(f"receive path: {runs} runs of {seconds:g} s")
             net = measure_net_service(
                 batch_packets=batch,
                 payload_bytes=payload,
                 datagrams=datagrams,
-                process=process,
+                receive_path=path,
                 runs=runs,
                 seconds=seconds,
             )

@@ -29,12 +29,11 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import httpx
 from rich.console import Console
 from rich.table import Table
 
@@ -44,7 +43,6 @@ from datamover import (
     SECRET_ENV,
     ReceiveError,
     Receiver,
-    ReceiverAdvisor,
     ReceiveReport,
     ReceiverLimits,
     RoundReport,
@@ -54,10 +52,16 @@ from datamover import (
     new_secret,
     send_file,
 )
-from host import HostProfile, Workload, WorkloadError
-from transport import DEFAULT_PACKET_PAYLOAD_BYTES
+from datamover.deferred_advice import DeferredAdvisor
+from datamover.wire import DEFAULT_PAYLOAD_BYTES
 
 from .common import model_option, print_table
+
+if TYPE_CHECKING:
+    from host import HostProfile
+
+# The models (host, transport) load in about a second: only the receiver's advice and
+# --service need them, and they are imported there, so that send and receive start at once.
 
 __all__ = ["receive", "send"]
 
@@ -171,6 +175,8 @@ def advised_rate(
     the model choice still answers).  Exits with status 4 (unreachable), 5 (server error)
     or 3 (no rate) on failure.
     """
+    import httpx
+
     url = service.rstrip("/") + "/bottleneck-rate"
     params = {
         "workload": "live",
@@ -226,14 +232,54 @@ def advised_rate(
     }
 
 
-def receiver_advisor(
-    profile: str | None, batch: int, rcvbuf_bytes: int | None, name: str
-) -> ReceiverAdvisor:
-    """The advisor of a ``blastrate receive``: its profile (named, else this host's
-    default at the time of each request, else the paper's), its socket's K, its batch N
-    and its CPUs, with a short probe of the competing tasks at each request."""
+def _profile_check(profile: str) -> None:
+    """Fail now, not at the first sender, on a ``--profile`` the store does not know."""
+    from host import WorkloadError
+    from host.store import ProfileStore, ProfileStoreError
+
+    try:
+        ProfileStore().entry(profile)
+    except (WorkloadError, ProfileStoreError) as exc:
+        _fail("--profile", str(exc), EXIT_USAGE)
+
+
+def _other_cpu(mine: Collection[int]) -> int:
+    """A CPU for the quick calibration's sender: one this receiver does not run on, if
+    the machine has one."""
+    online = range(os.cpu_count() or 1)
+    others = [c for c in online if c not in mine]
+    return others[0] if others else min(mine)
+
+
+def receiver_advice(
+    profile: str | None,
+    batch: int,
+    rcvbuf_bytes: int | None,
+    name: str,
+    *,
+    busy: Callable[[], bool],
+    calibrate: bool,
+) -> tuple[Any, Any]:
+    """The advisor of a ``blastrate receive`` and the keeper that keeps it ready.
+
+    The advisor answers from its profile (``--profile``, else this host's default at the
+    time of each request), its socket's K, its batch N, its CPUs and the keeper's latest
+    look at the tasks on them.  With ``calibrate`` and no profile of this host's own, the
+    keeper first measures one quickly (stored as ``quick-HOSTNAME`` and made the host
+    default, marked ``quick``).  Built after the receiver listens: this loads the models.
+
+    Returns
+    -------
+    advisor : datamover.ReceiverAdvisor
+    keeper : datamover.advice_keeper.AdviceKeeper
+        Not yet started.
+    """
+    import platform
+
+    from datamover.advice import ReceiverAdvisor
+    from datamover.advice_keeper import AdviceKeeper, quick_calibration
+    from host import Workload, WorkloadError
     from host.calibration import measure_buffer_packets
-    from host.probe import probe_host
     from host.store import ProfileStore, ProfileStoreError
 
     store = ProfileStore()
@@ -245,37 +291,68 @@ def receiver_advisor(
             raise LookupError(str(exc)) from None
         return entry.profile, entry.provenance
 
-    if profile is not None:
-        try:
-            fixed = stored(profile)  # a typo fails now, not at the first sender
-        except LookupError as exc:
-            _fail("--profile", str(exc), EXIT_USAGE)
+    fixed = stored(profile) if profile is not None else None
+    # Until a quick calibration is stored (or where the store cannot take it), its
+    # result stands in for the host default.
+    measured: list[tuple[HostProfile, dict[str, Any]]] = []
 
     def own() -> tuple[HostProfile, dict[str, Any] | None]:
-        if profile is not None:
+        if fixed is not None:
             return fixed
         entry = store.default_entry()
+        if entry.built_in and measured:
+            return measured[-1]
         return entry.profile, entry.provenance
-
-    def workload(cpus: Collection[int]) -> Workload:
-        # A short look at the host: half a second of task states, this receiver excluded.
-        return probe_host(interval_s=0.5, samples=10).workload_on(cpus)
 
     try:
         k: int | None = measure_buffer_packets(
-            HEADER_BYTES + DEFAULT_PACKET_PAYLOAD_BYTES, rcvbuf_bytes=rcvbuf_bytes
+            HEADER_BYTES + DEFAULT_PAYLOAD_BYTES, rcvbuf_bytes=rcvbuf_bytes
         )
     except OSError:  # no loopback to fill a socket on: the profile's K stands
         k = None
-    return ReceiverAdvisor(
+    cpus = os.sched_getaffinity(0)
+    advisor = ReceiverAdvisor(
         own,
         buffer_packets=k,
         batch_packets=batch,
-        cpus=os.sched_getaffinity(0),
-        workload=workload,
+        cpus=cpus,
+        workload=lambda _: Workload(cpu_tasks=0, io_tasks=0, cores=len(cpus)),
         profiles=stored,
         name=name,
     )
+
+    def quick() -> None:
+        if store.default_name() is not None:
+            return  # this host has a profile: calibrated, or quick at an earlier start
+        host = platform.node() or "host"
+        made, provenance = quick_calibration(
+            name=f"quick-{host}"[:64],
+            batch_packets=batch,
+            payload_bytes=DEFAULT_PAYLOAD_BYTES,
+            buffer_packets=k or store.default_entry().profile.buffer_packets,
+            receiver_cpu=min(cpus),
+            sender_cpu=_other_cpu(cpus),
+        )
+        measured.append((made, provenance))
+        where = "stored as this host's default"
+        try:
+            store.put(made, provenance=provenance)
+            if store.default_name() is None:  # not set by a calibration meanwhile
+                store.set_default(made.name)
+        except (WorkloadError, ProfileStoreError) as exc:
+            where = f"not stored ({exc})"
+        click.echo(
+            f"blastrate: measured this host in {provenance['duration_s']:.1f} s (quick "
+            f"calibration): profile {made.name}, mu_net {made.mu_net:.4g}/s, "
+            f"K {made.buffer_packets}, {where}; `blastrate calibrate --name NAME` "
+            "measures it properly",
+            err=True,
+        )
+
+    keeper = AdviceKeeper(
+        advisor, busy=busy, calibrate=quick if calibrate and profile is None else None
+    )
+    return advisor, keeper
 
 
 @click.command("send")
@@ -319,7 +396,7 @@ def receiver_advisor(
 )
 @click.option(
     "--payload",
-    default=DEFAULT_PACKET_PAYLOAD_BYTES,
+    default=DEFAULT_PAYLOAD_BYTES,
     show_default=True,
     help="File bytes per datagram.",
 )
@@ -394,6 +471,8 @@ def send(
     if rate == "auto":
         if service is not None:
             if prop is None:
+                import httpx
+
                 parsed = httpx.URL(service)
                 rtt = _round_trip_s(
                     parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80)
@@ -554,7 +633,16 @@ def send(
     "--profile",
     default=None,
     help="Host profile for the rate this receiver advises to `send --rate auto` "
-    "[default: this host's default from `blastrate calibrate`, else sx280-2007].",
+    "[default: this host's default from `blastrate calibrate`, else a quick calibration "
+    "made at first start].",
+)
+@click.option(
+    "--no-calibrate",
+    is_flag=True,
+    envvar="BLASTRATE_NO_CALIBRATE",
+    help="Do not measure this host at first start when it has no profile of its own: "
+    "advise from the paper's sx280-2007 until `blastrate calibrate` (env "
+    "BLASTRATE_NO_CALIBRATE).",
 )
 @_secret_options
 @click.option("--json", "as_json", is_flag=True, help="Print each report as JSON.")
@@ -574,6 +662,7 @@ def receive(
     transfers: int | None,
     overwrite: bool,
     profile: str | None,
+    no_calibrate: bool,
     secret_file: Path | None,
     insecure: bool,
     as_json: bool,
@@ -613,7 +702,9 @@ def receive(
         _fail(exc.field, str(exc).split(": ", 1)[-1], EXIT_USAGE)
     if not output.is_dir():
         _fail("--output", f"{str(output)!r} is not a directory", EXIT_USAGE)
-    advisor = receiver_advisor(profile, batch, buffer, f"receiver {host}:{port}")
+    if profile is not None:
+        _profile_check(profile)
+    advice = DeferredAdvisor()
     if secret is None and not insecure:
         # The command as this receiver was started (.venv/bin/blastrate, say), and its
         # address when it was bound to one.
@@ -640,7 +731,7 @@ def receive(
             rcvbuf_bytes=buffer,
             limits=limits,
             overwrite=overwrite,
-            advisor=advisor,
+            advisor=advice,
         )
     except OSError as exc:
         _fail("--port", f"cannot bind {host}:{port}: {exc.strerror}", EXIT_USAGE)
@@ -666,6 +757,28 @@ def receive(
                 f"blastrate: transfer from {peer} failed: {exc.field}: {exc.reason}", err=True
             )
 
+    keepers: list[Any] = []
+
+    def build_advice() -> None:
+        # After listening: the models load, K is measured and the keeper starts.  A
+        # sender that asks meanwhile waits for this (DeferredAdvisor).
+        try:
+            advisor, keeper = receiver_advice(
+                profile,
+                batch,
+                buffer,
+                f"receiver {host}:{port}",
+                busy=lambda: rx.receiving > 0,
+                calibrate=not no_calibrate,
+            )
+            keepers.append(keeper)
+            keeper.start()
+        except Exception as exc:  # no advice; transfers at a fixed rate still work
+            advice.set(None, f"the receiver's advisor failed: {type(exc).__name__}: {exc}")
+            click.echo(f"blastrate: warning: no rate advice: {exc}", err=True)
+            return
+        advice.set(advisor)
+
     def listening() -> None:
         stale = f"; removed {rx.stale_removed} stale partial files" if rx.stale_removed else ""
         mode = "ANYONE may send (--insecure)" if insecure else "senders with the secret"
@@ -674,6 +787,7 @@ def receive(
             f"{'one transfer' if once else 'until stopped (Ctrl-C)'}",
             err=True,
         )
+        threading.Thread(target=build_advice, name="blastrate-advisor", daemon=True).start()
 
     # SIGTERM stops serving as Ctrl-C does, but as a normal end (status 0).
     on_main = threading.current_thread() is threading.main_thread()
@@ -693,4 +807,6 @@ def receive(
         finally:
             if on_main:
                 signal.signal(signal.SIGTERM, previous)
+            for keeper in keepers:
+                keeper.stop()
     sys.exit(EXIT_OK)

@@ -150,3 +150,29 @@ def test_control_frames_over_the_limit_or_unknown_are_refused() -> None:
     finally:
         a.close()
         rx.close()
+
+
+def test_the_data_movers_default_payload_is_the_models() -> None:
+    # Two homes for one number (the wire keeps its own so that a sender does not load
+    # the models): they must agree.
+    import subprocess
+    import sys
+
+    from datamover.wire import DEFAULT_PAYLOAD_BYTES
+    from transport import DEFAULT_PACKET_PAYLOAD_BYTES
+
+    assert DEFAULT_PAYLOAD_BYTES == DEFAULT_PACKET_PAYLOAD_BYTES
+    # And moving a file does not load them: a fresh interpreter imports the sender and
+    # the receiver without host, transport or numba.
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, datamover.sender, datamover.receiver; "
+            "print(sorted({'host', 'transport', 'numba', 'srn'} & set(sys.modules)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert loaded == "[]"

@@ -1,0 +1,296 @@
+"""Keep a receiver's advice ready before any sender asks.
+
+A sender that asks for a rate (``blastrate send --rate auto``) waits for the answer
+before its first datagram, so nothing slow may happen between its HELLO and the
+receiver's ACCEPT: no look at the host, no model solve.  :class:`AdviceKeeper` does that
+work ahead, in one background thread of the receiver that stands aside whenever a
+transfer is being received:
+
+1. a short look at the tasks on the receiver's CPUs (:func:`host.probe.probe_host`,
+   windows of half a second with a pause between them), whose latest result the
+   advisor reads in microseconds;
+2. once, at the receiver's first start on a host without a profile of its own, a quick
+   calibration (:func:`quick_calibration`, a few seconds: mu_net through the receive
+   path of ``blastrate receive``, the I/O task, the scheduler's slice, K), stored as this
+   host's default and marked ``quick`` until ``blastrate calibrate`` measures it properly;
+3. the model solved ahead for the workload it sees (:meth:`ReceiverAdvisor.prepare`) and
+   the refinements that answers asked for (:meth:`ReceiverAdvisor.refine_wanted`).
+
+A window that a transfer interrupts is thrown away; the model is solved in pieces, each
+checked against the same flag, so a transfer that starts meanwhile waits for at most one
+chain batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable, Collection
+from typing import Any
+
+from host import HostProfile, Workload
+from host.calibration import (
+    calibrated_profile,
+    measure_io_service,
+    measure_net_service,
+    measure_time_slice,
+)
+from host.probe import HostProbe, probe_host
+
+from .advice import AdviceError, ReceiverAdvisor
+from .receive_path import calibration_receive_path
+
+__all__ = ["AdviceKeeper", "quick_calibration"]
+
+log = logging.getLogger("blastrate.advice")
+
+
+class _Interrupted(Exception):
+    """A probe window cut short: the keeper is stopping or a transfer started."""
+
+
+def quick_calibration(
+    *,
+    name: str,
+    batch_packets: int,
+    payload_bytes: int,
+    buffer_packets: int,
+    receiver_cpu: int,
+    sender_cpu: int,
+    directory: str | None = None,
+) -> tuple[HostProfile, dict[str, Any]]:
+    """This host's profile in a few seconds: what a receiver measures at its first start.
+
+    The same tasks as ``blastrate calibrate``, each shortened: mu_net from two runs of
+    0.4 s of the receive path of ``blastrate receive``
+    (:func:`datamover.receive_path.calibration_receive_path`), mu_io_cpu and mu_disk from
+    two runs of 100 random lines of a 16 MiB file, the scheduler's slice from two runs of
+    0.5 s.  Coefficients of variation come out several times those of a full
+    calibration; the provenance says ``"kind": "quick"``.
+
+    Parameters
+    ----------
+    name : str
+        The profile's name.
+    batch_packets, payload_bytes, buffer_packets : int
+        N, the payload per datagram (bytes) and K of the receiver.
+    receiver_cpu, sender_cpu : int
+        The receiver's CPU and another for the calibration's sender (the same CPU works,
+        and measures less).
+    directory : str, optional
+        Where the I/O task's file goes (default: the temporary directory).
+
+    Returns
+    -------
+    profile : HostProfile
+    provenance : dict
+    """
+    started = time.time()
+    datagrams, path = calibration_receive_path(payload_bytes)
+    net = measure_net_service(
+        batch_packets=batch_packets,
+        payload_bytes=payload_bytes,
+        datagrams=datagrams,
+        receive_path=path,
+        runs=2,
+        seconds=0.4,
+        receiver_cpu=receiver_cpu,
+        sender_cpu=sender_cpu,
+    )
+    io = measure_io_service(
+        directory=directory, file_bytes=16 * 2**20, runs=2, reads=100, cpu=receiver_cpu
+    )
+    time_slice = measure_time_slice(cpu=receiver_cpu, runs=2, seconds=0.5)
+    profile = calibrated_profile(
+        name, net, io, buffer_packets=buffer_packets, line_rate_bps=net.sender_rate_bps.mean
+    )
+    provenance = {
+        "kind": "quick",
+        "method": "a receiver's quick calibration at first start (datamover.advice_keeper)",
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "started_unix": started,
+        "duration_s": time.time() - started,
+        "load_average": list(os.getloadavg()),
+        "buffer_packets": buffer_packets,
+        "line_rate_source": "measured sender",
+        "net": net.to_dict(),
+        "io": io.to_dict(),
+        "time_slice_s": time_slice.mean,
+        "time_slice": time_slice.to_dict(),
+    }
+    return profile, provenance
+
+
+class AdviceKeeper:
+    """One background thread that keeps a :class:`ReceiverAdvisor` ready to answer.
+
+    Parameters
+    ----------
+    advisor : ReceiverAdvisor
+        The receiver's advisor; the keeper becomes its workload source
+        (``advisor.workload`` and ``advisor.workload_info``).
+    busy : callable
+        ``busy() -> bool``: True while the receiver is receiving a blast; the keeper
+        stands aside then.
+    calibrate : callable, optional
+        Run once before anything is solved (the receiver's quick calibration, which
+        stores the profile that ``advisor.own`` then reads); its failure is logged and
+        the receiver goes on with the profile it has.
+    window_s : float, default 0.5
+        Length of one look at the host (s).
+    samples : int, default 5
+        Task-state samples per look.
+    pause_s : float, default 1.0
+        Rest between looks (s).
+    probe : callable, optional
+        ``probe(interval_s=, samples=, sleep=) -> HostProbe``; default
+        :func:`host.probe.probe_host` (this process left out).
+    """
+
+    def __init__(
+        self,
+        advisor: ReceiverAdvisor,
+        *,
+        busy: Callable[[], bool],
+        calibrate: Callable[[], None] | None = None,
+        window_s: float = 0.5,
+        samples: int = 5,
+        pause_s: float = 1.0,
+        probe: Callable[..., HostProbe] | None = None,
+    ) -> None:
+        self.advisor = advisor
+        self.busy = busy
+        self.calibrate = calibrate
+        self.window_s = float(window_s)
+        self.samples = int(samples)
+        self.pause_s = float(pause_s)
+        self._probe = probe or probe_host
+        self._stop = threading.Event()
+        self._first = threading.Event()
+        self._calibrated = threading.Event()
+        self._latest: tuple[frozenset[int], Workload, float] | None = None
+        self._thread: threading.Thread | None = None
+        self.windows = 0
+        self.error: str | None = None
+        advisor.workload = self.workload
+        advisor.workload_info = self.info
+
+    # -- the advisor's view ----------------------------------------------------------------
+
+    def workload(self, cpus: Collection[int]) -> Workload:
+        """The tasks competing for ``cpus`` at the latest look (no waiting once there is
+        one; before the first, at most one window).  Before any look: none."""
+        latest = self._latest
+        if latest is None and self._first.wait(self.window_s + 0.5):
+            latest = self._latest
+        if latest is None:
+            return Workload(cpu_tasks=0, io_tasks=0, cores=len(cpus))
+        seen_cpus, workload, _ = latest
+        if seen_cpus != frozenset(cpus):
+            raise AdviceError("cpus", "the keeper samples this receiver's own CPUs only")
+        return workload
+
+    def info(self) -> dict[str, Any]:
+        """What an answer says of the workload: how old the latest look is (s; None
+        before the first) and whether the quick calibration is still running."""
+        latest = self._latest
+        return {
+            "workload_age_s": None if latest is None else time.monotonic() - latest[2],
+            "calibrating": self.calibrate is not None and not self._calibrated.is_set(),
+        }
+
+    # -- the thread ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the thread (idempotent)."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="blastrate-advice", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the thread and wait for it (at most ``timeout`` beyond one chain batch)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the first look has been taken and the calibration (if any) is over."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for event in (self._first, self._calibrated):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not event.wait(left):
+                return False
+        return True
+
+    def _sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while True:
+            if self._stop.is_set() or self.busy():
+                raise _Interrupted
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self._stop.wait(min(left, 0.02))
+
+    def _look(self) -> bool:
+        try:
+            probe = self._probe(interval_s=self.window_s, samples=self.samples, sleep=self._sleep)
+        except _Interrupted:
+            return False
+        cpus = self.advisor.cpus
+        self._latest = (cpus, probe.workload_on(cpus), time.monotonic())
+        self.windows += 1
+        self._first.set()
+        return True
+
+    def _stand_aside(self) -> bool:
+        return self._stop.is_set() or self.busy()
+
+    def _run(self) -> None:
+        first = True
+        while not self._stop.is_set():
+            if self.busy():
+                self._stop.wait(0.02)
+                continue
+            try:
+                if not self._look():
+                    continue
+                if first:
+                    first = False
+                    self._run_calibration()
+                self.advisor.prepare(
+                    self._latest[1] if self._latest else None, stop=self._stand_aside
+                )
+                self.advisor.refine_wanted(stop=self._stand_aside)
+                self.error = None
+            except Exception as exc:  # reported once, and the next look tries again
+                error = f"{type(exc).__name__}: {exc}"[:400]
+                if error != self.error:
+                    log.warning("advice keeper: %s", error)
+                self.error = error
+            # Rest, but take a refinement that an answer asked for as soon as it is asked.
+            if self.advisor.wanted.wait(self.pause_s) and not self._stand_aside():
+                try:
+                    self.advisor.refine_wanted(stop=self._stand_aside)
+                except Exception as exc:
+                    self.error = f"{type(exc).__name__}: {exc}"[:400]
+
+    def _run_calibration(self) -> None:
+        if self.calibrate is None:
+            self._calibrated.set()
+            return
+        try:
+            while self.busy() and not self._stop.is_set():
+                self._stop.wait(0.05)
+            self.calibrate()
+        except Exception as exc:
+            self.error = f"quick calibration failed: {type(exc).__name__}: {exc}"[:400]
+            log.warning("%s", self.error)
+        finally:
+            self._calibrated.set()
