@@ -1,32 +1,49 @@
-"""Does ``blastrate send --rate auto`` beat the rates a user could pick by hand?
+"""Does ``blastrate send --rate auto`` win as shipped?
 
 Run from the repository root, as root (the veth link; loopback otherwise)::
 
-    .venv/bin/python benchmarks/validate_transfer.py --quick --json cal.json   # calibrates
-    .venv/bin/python benchmarks/send_auto.py --calibration cal.json --json auto.json
+    .venv/bin/python benchmarks/send_auto.py --json docs/results/send_auto.json
 
-Everything runs as users run it: ``blastrate receive`` and ``blastrate send`` are the
-installed commands, each in its own network namespace of the veth link
-(:mod:`veth_link`, the line rate of the calibration), the receiver pinned to one core
-with C busy loops (its own session, so its own scheduler group), the sender on the other.
+Everything runs as users run it: ``blastrate receive``, ``blastrate send`` and
+``blastrate calibrate`` are the installed commands, the receiver in its own network
+namespace of the veth link (:mod:`veth_link`, a ``tbf`` line of ``--line-rate``), pinned
+to one core with C busy loops (its own session, so its own scheduler group), the sender
+pinned to the other core.  The time scored is what the user waits for: the sender's
+``total_s``, from the command's start of work to the receiver's digest check (the file's
+digest, the handshake with the advice, every round); the process's wall time is kept too.
 
-The receiver's host is "calibrated": the calibration of an earlier
-``validate_transfer.py`` run (``--calibration``; never a run scored here) is stored as a
-profile, with its time slice and kernel cost as provenance, and made the host default of
-a database of this run's own (``BLASTRATE_DATABASE_URL``, a temporary file).  The
-receiver advises from it, its socket's K, its batch and a probe of the tasks on its CPU.
+Two hosts, each with a profile database of its own made in this run:
 
-Scored, per (C, SO_RCVBUF): ``--rate auto``, ``--rate max`` and fixed rates at 25, 50,
-75 and 100 % of the line rate, ``--runs`` transfers each in shuffled order.  Reported:
-mean transfer time and spread of each, and auto's time over the best of the others with
-a bootstrap 95 % interval.  The load is recorded beside every transfer.  Every transfer
-has a time limit and the whole run a budget.
+* **out of the box**: an empty database.  The receiver's first start (alone on its core)
+  measures the host quickly and stores the result as the host default, as a user's first
+  start does; every later start advises from it.
+* **calibrated**: ``blastrate calibrate --line-rate LINE`` (the product's calibration,
+  given the line rate as a user who knows the link would), run before any cell.
+
+Cells: both hosts x C = 0..3 busy loops on the receiver's core x both socket buffers
+(the default and ``--rcvbuf``) x ``--delays``, in a shuffled order, each with a fresh
+receiver that has said its advice is ready.  In each cell ``--blocks`` blocks, each a fresh
+shuffled order of: ``auto``; a fixed send at the rate auto advised in that block (``same``,
+always after auto); ``max``; and fixed rates at 25, 50, 75 and 100 % of the line.
+
+Scored, per host, with 95 % intervals from resampling blocks within cells (4,000
+resamples):
+
+* auto / same: what the auto path costs over sending at its rate;
+* auto / best fixed, the best grid rate chosen on the cell's *other* blocks (held out, no
+  winner's curse);
+* auto / max, over the cells where max lost more than 1 % of its first blast;
+
+each a geometric mean over cells of the per-cell geometric mean over blocks.  Per-cell
+figures are diagnostics.  ``--rescore JSON`` prints a saved run's tables again.  Every
+send has a time limit, every cell its receiver's, the whole run ``--budget``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import shlex
@@ -37,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +65,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from veth_link import Link
 
 from datamover import new_secret
-from host import HostProfile
-from host.store import ProfileStore
 
 BLASTRATE = str(Path(sys.executable).with_name("blastrate"))
 BUSY = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
+#: The grid of fixed rates, as fractions of the line rate.
+GRID = (0.25, 0.5, 0.75, 1.0)
+READY_LINE = "rate advice ready"
 
 
 def free_port() -> int:
@@ -75,10 +94,11 @@ def installed_receiver(
     env: dict[str, str],
     seconds: float,
     nice: int | None = None,
+    log: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """``blastrate receive`` and C busy loops (each ending by itself after ``seconds``)
     in a session of their own on ``rx_cpu``; with ``nice``, its autogroup at that nice
-    (as ``validate_transfer.py`` runs its receiving host)."""
+    (as ``validate_transfer.py`` runs its receiving host); its stderr to ``log``."""
     busy = " ".join(
         f"taskset -c {rx_cpu} {sys.executable} -c {shlex.quote(BUSY.format(s=seconds))} &"
         for _ in range(cpu_tasks)
@@ -87,19 +107,8 @@ def installed_receiver(
         _in_ns(
             link.rx_ns,
             [
-                "taskset",
-                "-c",
-                str(rx_cpu),
-                BLASTRATE,
-                "receive",
-                "--port",
-                str(port),
-                "--host",
-                link.address,
-                "--output",
-                str(out),
-                "--batch",
-                "8",
+                *("taskset", "-c", str(rx_cpu), BLASTRATE, "receive"),
+                *("--port", str(port), "--host", link.address, "--output", str(out)),
                 "--overwrite",
                 *(["--rcvbuf", str(rcvbuf)] if rcvbuf else []),
             ],
@@ -116,7 +125,7 @@ def installed_receiver(
         ["sh", "-c", script],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL if log is None else log.open("ab"),
         start_new_session=True,
     )
 
@@ -138,39 +147,38 @@ def installed_send(
     link: Link, tx_cpu: int, src: Path, port: int, rate: str, delay: str, env: dict
 ) -> dict[str, Any]:
     """One ``blastrate send --json`` at ``rate`` (as typed: ``auto``, ``max``, ``375000000bps``)
-    from ``tx_cpu`` in the sending namespace; its time, rate, rounds and first-round loss."""
+    from ``tx_cpu`` in the sending namespace: its times, rate, rounds and first-round loss.
+
+    ``time_s`` is the sender's ``transfer_s`` (first blast to nothing missing),
+    ``total_s`` what the user waits for once the command runs, ``wall_s`` the process's
+    whole life (the interpreter's start included)."""
     load = os.getloadavg()[0]
     cmd = _in_ns(
         link.tx_ns,
         [
-            "taskset",
-            "-c",
-            str(tx_cpu),
-            BLASTRATE,
-            "send",
-            str(src),
-            "--to",
-            f"{link.address}:{port}",
-            "--rate",
-            rate,
-            "--emulate-delay",
-            delay,
-            "--timeout",
-            "60s",
-            "--json",
+            *("taskset", "-c", str(tx_cpu), BLASTRATE, "send", str(src)),
+            *("--to", f"{link.address}:{port}", "--rate", rate, "--emulate-delay", delay),
+            *("--timeout", "60s", "--json"),
         ],
     )
+    started = time.monotonic()
     done = subprocess.run(cmd, env=env, capture_output=True, timeout=120)
+    wall = time.monotonic() - started
     if done.returncode != 0:
         return {"ok": False, "error": done.stderr.decode()[-300:], "load1": load}
     report = json.loads(done.stdout)
+    auto = report.get("auto")
     return {
         "ok": True,
         "time_s": report["transfer_s"],
+        "total_s": report["total_s"],
+        "wall_s": wall,
+        "handshake_s": report.get("handshake_s"),
+        "accept_wait_s": report.get("accept_wait_s"),
         "rate_bps": report["rate_bps"],
         "rounds": len(report["rounds"]),
         "first_loss": report["rounds"][0]["loss"],
-        "auto": report.get("auto"),
+        "auto": auto,
         "load1": load,
     }
 
@@ -186,176 +194,329 @@ def wait_listening(address: str, ns: str | None, port: int, deadline: float) -> 
     raise RuntimeError("the receiver did not start listening")
 
 
-def _bootstrap(num: list[float], den: list[float], rng: np.random.Generator) -> list[float]:
-    a, b = np.asarray(num), np.asarray(den)
-    ra = a[rng.integers(0, a.size, (4000, a.size))].mean(axis=1)
-    rb = b[rng.integers(0, b.size, (4000, b.size))].mean(axis=1)
-    return [float(x) for x in np.percentile(ra / rb, [2.5, 97.5])]
+def wait_line(log: Path, needle: str, deadline: float) -> str:
+    """The first line of ``log`` (a receiver's stderr) that holds ``needle``."""
+    while time.monotonic() < deadline:
+        for line in log.read_text(errors="replace").splitlines():
+            if needle in line:
+                return line
+        time.sleep(0.1)
+    raise RuntimeError(f"no {needle!r} from the receiver: {log.read_text()[-500:]}")
+
+
+# -- scoring ---------------------------------------------------------------------------
+
+
+def _gmean(xs: Sequence[float]) -> float:
+    return math.exp(statistics.fmean(math.log(x) for x in xs))
+
+
+def _held_out_best(blocks: list[dict[str, Any]], i: int, rates: list[str]) -> str | None:
+    """The grid rate with the lowest mean total over the blocks other than ``i``."""
+    means = {}
+    for r in rates:
+        xs = [b[r]["total_s"] for j, b in enumerate(blocks) if j != i and b.get(r, {}).get("ok")]
+        if xs:
+            means[r] = statistics.fmean(xs)
+    return min(means, key=means.__getitem__) if means else None
+
+
+def cell_ratios(cell: dict[str, Any], metric: str = "total_s") -> dict[str, list[float]]:
+    """Per block: auto / same, auto / held-out best fixed, auto / max."""
+    blocks = cell["blocks"]
+    out: dict[str, list[float]] = {"same": [], "best": [], "max": []}
+    for i, b in enumerate(blocks):
+        auto = b.get("auto", {})
+        if not auto.get("ok"):
+            continue
+        if b.get("same", {}).get("ok"):
+            out["same"].append(auto[metric] / b["same"][metric])
+        best = _held_out_best(blocks, i, cell["grid"])
+        if best is not None and b.get(best, {}).get("ok"):
+            out["best"].append(auto[metric] / b[best][metric])
+        if b.get("max", {}).get("ok"):
+            out["max"].append(auto[metric] / b["max"][metric])
+    return out
+
+
+def _max_lossy(cell: dict[str, Any]) -> bool:
+    losses = [b["max"]["first_loss"] for b in cell["blocks"] if b.get("max", {}).get("ok")]
+    return bool(losses) and statistics.fmean(losses) > 0.01
+
+
+def pooled(
+    cells: list[dict[str, Any]],
+    figure: str,
+    rng: np.random.Generator,
+    keep: Callable[[dict[str, Any]], bool] = lambda c: True,
+    metric: str = "total_s",
+    resamples: int = 4000,
+) -> dict[str, Any]:
+    """Geometric mean over cells of each cell's geometric mean over blocks, and a 95 %
+    interval from resampling blocks within each cell."""
+    per_cell = [cell_ratios(c, metric)[figure] for c in cells if keep(c)]
+    per_cell = [np.log(np.asarray(x)) for x in per_cell if x]
+    if not per_cell:
+        return {"cells": 0, "gmean": None, "ci95": None}
+    point = float(np.exp(np.mean([x.mean() for x in per_cell])))
+    draws = np.empty(resamples)
+    for k in range(resamples):
+        draws[k] = np.mean([x[rng.integers(0, x.size, x.size)].mean() for x in per_cell])
+    lo, hi = np.exp(np.percentile(draws, [2.5, 97.5]))
+    return {"cells": len(per_cell), "gmean": point, "ci95": [float(lo), float(hi)]}
+
+
+def advice_cost(cells: list[dict[str, Any]], cpu_tasks: int = 2) -> dict[str, Any]:
+    """What the advice adds to a transfer with C busy loops beside the receiver (s,
+    medians over blocks): auto's total minus the same-rate fixed send's, auto's wait from
+    HELLO to ACCEPT, and the receiver's own time on the answer."""
+    added, waits, answers = [], [], []
+    for c in cells:
+        if c["cpu_tasks"] != cpu_tasks:
+            continue
+        for b in c["blocks"]:
+            auto, same = b.get("auto", {}), b.get("same", {})
+            if auto.get("ok") and same.get("ok"):
+                added.append(auto["total_s"] - same["total_s"])
+            if auto.get("ok"):
+                waits.append(auto.get("accept_wait_s") or 0.0)
+                answers.append((auto.get("auto") or {}).get("advice_s") or 0.0)
+    med = statistics.median
+    return {
+        "cpu_tasks": cpu_tasks,
+        "blocks": len(added),
+        "added_s": med(added) if added else float("nan"),
+        "accept_wait_s": med(waits) if waits else float("nan"),
+        "advice_s": med(answers) if answers else float("nan"),
+    }
+
+
+def report(result: dict[str, Any]) -> dict[str, Any]:
+    """The pooled tables of a run (printed, and returned for the JSON)."""
+    rng = np.random.default_rng(35)
+    tables: dict[str, Any] = {}
+    for host in ("out-of-the-box", "calibrated"):
+        cells = [c for c in result["cells"] if c["host"] == host]
+        if not cells:
+            continue
+        rows = {
+            "auto / same rate": pooled(cells, "same", rng),
+            "auto / best fixed (held out)": pooled(cells, "best", rng),
+            "auto / max (max lost > 1 %)": pooled(cells, "max", rng, keep=_max_lossy),
+            "auto / best fixed, wall time": pooled(cells, "best", rng, metric="wall_s"),
+        }
+        tables[host] = rows
+        print(f"\n## {host}: {len(cells)} cells")
+        for name, row in rows.items():
+            ci = row["ci95"]
+            shown = "n/a" if row["gmean"] is None else f"{row['gmean']:.3f}"
+            interval = "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+            print(f"{name:32s} {shown}{interval}  ({row['cells']} cells)")
+    cost = advice_cost(result["cells"])
+    tables["advice_cost"] = cost
+    print(
+        "\n## what the advice adds, beside 2 busy loops (C = 2): median over blocks of "
+        f"auto's total - same's total {1e3 * cost['added_s']:.1f} ms ({cost['blocks']} "
+        f"blocks); auto's wait for ACCEPT {1e3 * cost['accept_wait_s']:.1f} ms, the "
+        f"receiver's time on the answer {1e3 * cost['advice_s']:.2f} ms (medians)"
+    )
+    print(
+        "\n## per cell (diagnostics): auto/same, auto/best held out, auto/max; auto's rate, "
+        "its first blast's loss against the model's"
+    )
+    for c in sorted(
+        result["cells"], key=lambda c: (c["host"], c["delay"], c["rcvbuf"] or 0, c["cpu_tasks"])
+    ):
+        r = cell_ratios(c)
+        autos = [b["auto"] for b in c["blocks"] if b.get("auto", {}).get("ok")]
+        rate = statistics.fmean(a["rate_bps"] for a in autos) / 1e6 if autos else float("nan")
+        waits = [a["auto"].get("advice_s") or 0.0 for a in autos if a.get("auto")]
+        lost = statistics.fmean(a["first_loss"] for a in autos) if autos else float("nan")
+        said = [a["auto"].get("predicted_loss") or 0.0 for a in autos if a.get("auto")]
+        not_ready = sum(1 for a in autos if a.get("auto") and not a["auto"].get("ready"))
+        print(
+            f"{c['host']:15s} C={c['cpu_tasks']} rcvbuf={c['rcvbuf'] or 'default':>8} "
+            f"delay={c['delay']:>5}: "
+            + " ".join(f"{_gmean(r[k]):.3f}" if r[k] else "  n/a" for k in ("same", "best", "max"))
+            + f"; auto {rate:.0f} Mbit/s, first blast lost {lost:.3f} (model "
+            + f"{statistics.fmean(said or [float('nan')]):.3f}), "
+            + f"advice {1e3 * statistics.fmean(waits or [0]):.1f} ms"
+            + (f", {not_ready} not ready" if not_ready else "")
+        )
+    return tables
+
+
+# -- the run ---------------------------------------------------------------------------
+
+
+def _calibrate(link: Link, env: dict[str, str], line: float) -> dict[str, Any]:
+    """``blastrate calibrate`` as a user who knows the line rate runs it."""
+    cmd = _in_ns(
+        link.rx_ns,
+        [
+            *(BLASTRATE, "calibrate", "--name", "calibrated-host"),
+            *("--line-rate", f"{int(line)}bps", "--runs", "3", "--json"),
+        ],
+    )
+    done = subprocess.run(cmd, env=env, capture_output=True, timeout=600, check=True)
+    return dict(json.loads(done.stdout))
+
+
+def _first_start(
+    link: Link, rx_cpu: int, env: dict[str, str], out: Path, log: Path, deadline: float
+) -> str:
+    """The out-of-the-box host's first receiver start, alone: its quick calibration."""
+    port = free_port()
+    rx = installed_receiver(link, rx_cpu, 0, None, out, port, env, 120, log=log)
+    try:
+        return wait_line(log, "quick calibration", min(deadline, time.monotonic() + 120))
+    finally:
+        stop_session(rx)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--calibration", required=True, help="a validate_transfer.py --json")
-    ap.add_argument("--cpu-tasks", default="1,2,3", help="C values, comma-separated")
+    ap.add_argument("--rescore", default=None, help="print a saved run's tables and stop")
+    ap.add_argument("--line-rate", type=float, default=500e6, help="tbf line (payload bit/s)")
+    ap.add_argument("--cpu-tasks", default="0,1,2,3", help="C values, comma-separated")
     ap.add_argument("--rcvbuf", default="0,2000000", help="SO_RCVBUF values; 0 = default")
-    ap.add_argument("--delay", default="10ms", help="--emulate-delay of every send")
-    ap.add_argument("--file-size", type=int, default=20_000_000, help="bytes")
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--delays", default="10ms,100ms", help="--emulate-delay values")
+    ap.add_argument("--hosts", default="out-of-the-box,calibrated")
+    ap.add_argument("--file-size", type=int, default=30_000_000, help="bytes")
+    ap.add_argument("--blocks", type=int, default=4)
     ap.add_argument("--link", choices=["veth", "loopback"], default="veth")
-    ap.add_argument("--budget", type=float, default=1800.0, help="wall-time limit (s)")
-    ap.add_argument(
-        "--autogroup-nice",
-        type=int,
-        default=None,
-        help="the receiving session's autogroup nice (default: left at 0, as a user's "
-        "session runs; validate_transfer.py uses -10)",
-    )
+    ap.add_argument("--budget", type=float, default=3600.0, help="wall-time limit (s)")
+    ap.add_argument("--seed", type=int, default=35)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.rescore:
+        report(json.loads(Path(args.rescore).read_text()))
+        return
     start = time.monotonic()
     deadline = start + args.budget
-    cal = json.loads(Path(args.calibration).read_text())["calibration"]
-    profile = HostProfile(**cal["profile"]).replace(name="calibrated-host")
     rx_cpu, tx_cpu = sorted(os.sched_getaffinity(0))[:2]
     work = Path(tempfile.mkdtemp(prefix="blastrate-auto-"))
-    env = {
-        **os.environ,
-        "BLASTRATE_DATABASE_URL": f"sqlite:///{work / 'profiles.db'}",
-        # Both ends read the run's shared secret from the environment.
-        "BLASTRATE_SECRET": new_secret(),
+    secret = new_secret()
+    envs = {
+        host: {
+            **{k: v for k, v in os.environ.items() if k != "BLASTRATE_NO_CALIBRATE"},
+            "BLASTRATE_DATABASE_URL": f"sqlite:///{work / (host + '.db')}",
+            "BLASTRATE_SECRET": secret,
+        }
+        for host in args.hosts.split(",")
     }
-    store = ProfileStore(env["BLASTRATE_DATABASE_URL"])
-    store.put(
-        profile,
-        provenance={
-            "source": f"benchmarks/validate_transfer.py calibration ({args.calibration})",
-            "time_slice_s": cal["time_slice_s"]["mean"],
-            "kernel_s_per_datagram": cal["net"]["kernel_s_per_datagram"],
-            "wakeup_s": cal["net"]["per_wakeup_s"],
-        },
-    )
-    store.set_default(profile.name)
-    store.close()
     src = work / "payload.bin"
     src.write_bytes(np.random.default_rng(2).bytes(args.file_size))
     out = work / "out"
     out.mkdir()
-    line = profile.line_rate_bps
-    fixed = [f"{int(line * f)}bps" for f in (0.25, 0.5, 0.75, 1.0)]
-    results = []
-    print(f"# load before {os.getloadavg()}; line {line / 1e6:.0f} Mbit/s", flush=True)
-    with Link(args.link, line, rx_cpu) as link:
-        print(f"# link: {link.kind}; {link.note}", flush=True)
-        for rcvbuf in [int(x) or None for x in args.rcvbuf.split(",")]:
-            for c in [int(x) for x in args.cpu_tasks.split(",")]:
-                if time.monotonic() > deadline:
-                    break
-                port = free_port()
-                rx = installed_receiver(
-                    link,
-                    rx_cpu,
-                    c,
-                    rcvbuf,
-                    out,
-                    port,
-                    env,
-                    deadline - time.monotonic() + 30,
-                    args.autogroup_nice,
-                )
-                samples: dict[str, list[dict[str, Any]]] = {}
-                try:
-                    wait_listening(link.address, link.rx_ns, port, time.monotonic() + 30)
-                    time.sleep(0.5)  # the busy loops settle on the core
-                    order = random.Random(c * 7 + (rcvbuf or 0))
-                    for _ in range(args.runs):
-                        rates = ["auto", "max", *fixed]
-                        order.shuffle(rates)
-                        for r in rates:
-                            if time.monotonic() > deadline:
-                                break
-                            got = installed_send(link, tx_cpu, src, port, r, args.delay, env)
-                            samples.setdefault(r, []).append(got)
-                finally:
-                    stop_session(rx)
-                row = _score(c, rcvbuf, samples)
-                results.append(row)
-                print(_line(row), flush=True)
-    for f in out.iterdir():
-        f.unlink()
-    out.rmdir()
-    src.unlink()
-    for f in work.iterdir():
-        f.unlink()
-    work.rmdir()
-    worst = max((r["ratio"] for r in results if r["ratio"] is not None), default=None)
-    print(
-        f"# worst auto / best-by-hand {worst}; elapsed {time.monotonic() - start:.0f} s; "
-        f"load at end {os.getloadavg()}"
-    )
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps(
-                {
-                    "link": args.link,
-                    "calibration": args.calibration,
-                    "delay": args.delay,
-                    "file_size": args.file_size,
-                    "runs": args.runs,
-                    "autogroup_nice": args.autogroup_nice,
-                    "results": results,
-                },
-                indent=1,
-            )
-        )
-
-
-def _score(c: int, rcvbuf: int | None, samples: dict[str, list[dict[str, Any]]]) -> dict:
-    rows = {}
-    for rate, xs in samples.items():
-        ok = [x["time_s"] for x in xs if x["ok"]]
-        rows[rate] = {
-            "runs": len(xs),
-            "failed": len(xs) - len(ok),
-            "times_s": ok,
-            "mean_s": statistics.fmean(ok) if ok else None,
-            "std_s": statistics.stdev(ok) if len(ok) > 1 else 0.0,
-            "first_loss": statistics.fmean(x["first_loss"] for x in xs if x["ok"]) if ok else None,
-            "load1": statistics.fmean(x["load1"] for x in xs),
-            "errors": [x["error"] for x in xs if not x["ok"]][:2],
-        }
-    auto = [x for x in samples.get("auto", []) if x["ok"]]
-    by_hand = {r: v for r, v in rows.items() if r != "auto" and v["mean_s"] and not v["failed"]}
-    best = min(by_hand, key=lambda r: by_hand[r]["mean_s"]) if by_hand else None
-    ratio = ci = None
-    if auto and best:
-        ratio = rows["auto"]["mean_s"] / by_hand[best]["mean_s"]
-        ci = _bootstrap(rows["auto"]["times_s"], by_hand[best]["times_s"], np.random.default_rng(c))
-    return {
-        "cpu_tasks": c,
-        "rcvbuf_bytes": rcvbuf,
-        "auto_rate_bps": statistics.fmean(x["rate_bps"] for x in auto) if auto else None,
-        "auto": auto[0]["auto"] if auto else None,
-        "best_by_hand": best,
-        "ratio": ratio,
-        "ratio_ci": ci,
-        "rates": rows,
+    line = args.line_rate
+    grid = [f"{int(line * f)}bps" for f in GRID]
+    cells = [
+        {"host": h, "cpu_tasks": c, "rcvbuf": int(b) or None, "delay": d}
+        for h in envs
+        for c in (int(x) for x in args.cpu_tasks.split(","))
+        for b in args.rcvbuf.split(",")
+        for d in args.delays.split(",")
+    ]
+    rng = random.Random(args.seed)
+    rng.shuffle(cells)
+    result: dict[str, Any] = {
+        "link": args.link,
+        "line_rate_bps": line,
+        "file_size": args.file_size,
+        "blocks": args.blocks,
+        "load_before": os.getloadavg(),
+        "started_unix": time.time(),
+        "cells": [],
     }
+    print(f"# load before {os.getloadavg()}; line {line / 1e6:.0f} Mbit/s", flush=True)
+    try:
+        with Link(args.link, line, rx_cpu) as link:
+            result["link_note"] = f"{link.kind}; {link.note}"
+            print(f"# link: {result['link_note']}", flush=True)
+            if "calibrated" in envs:
+                cal = _calibrate(link, envs["calibrated"], line)
+                result["calibration"] = cal["profile"]
+                print(f"# calibrated: {cal['profile']}", flush=True)
+            if "out-of-the-box" in envs:
+                said = _first_start(
+                    link, rx_cpu, envs["out-of-the-box"], out, work / "first.log", deadline
+                )
+                result["first_start"] = said
+                print(f"# first start: {said}", flush=True)
+            for cell in cells:
+                if time.monotonic() > deadline:
+                    print("# budget spent", flush=True)
+                    break
+                cell.update(run_cell(cell, link, rx_cpu, tx_cpu, src, out, work, envs, grid, args))
+                result["cells"].append(cell)
+                print(
+                    f"# cell done: {cell['host']} C={cell['cpu_tasks']} "
+                    f"rcvbuf={cell['rcvbuf']} delay={cell['delay']}; "
+                    f"{time.monotonic() - start:.0f} s",
+                    flush=True,
+                )
+    finally:
+        for f in out.iterdir():
+            f.unlink()
+        out.rmdir()
+        src.unlink()
+        for f in work.iterdir():
+            f.unlink()
+        work.rmdir()
+    result["elapsed_s"] = time.monotonic() - start
+    result["load_after"] = os.getloadavg()
+    result["tables"] = report(result)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
 
 
-def _line(row: dict[str, Any]) -> str:
-    cells = " ".join(
-        f"{r}:{v['mean_s']:.3f}" if v["mean_s"] else f"{r}:failed"
-        for r, v in sorted(row["rates"].items())
+def run_cell(
+    cell: dict[str, Any],
+    link: Link,
+    rx_cpu: int,
+    tx_cpu: int,
+    src: Path,
+    out: Path,
+    work: Path,
+    envs: dict[str, dict[str, str]],
+    grid: list[str],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """One cell: a fresh receiver, ready to advise, and ``--blocks`` shuffled blocks."""
+    env = envs[cell["host"]]
+    port = free_port()
+    log = work / f"rx-{port}.log"
+    rx = installed_receiver(
+        link, rx_cpu, cell["cpu_tasks"], cell["rcvbuf"], out, port, env, 900, log=log
     )
-    auto = row["auto_rate_bps"]
-    return (
-        f"C={row['cpu_tasks']} rcvbuf={row['rcvbuf_bytes']}: auto "
-        f"{(auto or 0) / 1e6:.0f} Mbit/s, ratio to best by hand ({row['best_by_hand']}) "
-        f"{row['ratio'] if row['ratio'] is None else round(row['ratio'], 3)} {row['ratio_ci']}; "
-        f"{cells}"
-    )
+    blocks: list[dict[str, Any]] = []
+    order = random.Random(f"{cell}")
+    try:
+        wait_listening(link.address, link.rx_ns, port, time.monotonic() + 60)
+        ready = wait_line(log, READY_LINE, time.monotonic() + 120)
+        for _ in range(args.blocks):
+            rules = ["auto", "same", "max", *grid]
+            order.shuffle(rules)
+            # "same" is sent at the rate auto advised in this block: after auto.
+            a, s = rules.index("auto"), rules.index("same")
+            if s < a:
+                rules[a], rules[s] = rules[s], rules[a]
+            block: dict[str, Any] = {"order": rules}
+            for r in rules:
+                rate = r
+                if r == "same":
+                    if not block["auto"].get("ok"):
+                        continue
+                    rate = f"{int(block['auto']['rate_bps'])}bps"
+                block[r] = installed_send(link, tx_cpu, src, port, rate, cell["delay"], env)
+            blocks.append(block)
+    finally:
+        stop_session(rx)
+        log.unlink(missing_ok=True)
+    return {"grid": grid, "ready_line": ready, "blocks": blocks}
 
 
 if __name__ == "__main__":

@@ -44,6 +44,8 @@ __all__ = [
     "RateAdvice",
     "ReceiverAdvisor",
     "parse_advice_request",
+    "profile_age_s",
+    "profile_kind",
 ]
 
 #: ``"timeslice"`` (the default: scheduler slices and finite blasts, :mod:`transport.timeslice`)

@@ -41,6 +41,7 @@ from host.calibration import (
 from host.probe import HostProbe, probe_host
 
 from .advice import AdviceError, ReceiverAdvisor
+from .deferred_advice import lower_priority
 from .receive_path import calibration_receive_path
 
 __all__ = ["AdviceKeeper", "quick_calibration"]
@@ -149,6 +150,9 @@ class AdviceKeeper:
     probe : callable, optional
         ``probe(interval_s=, samples=, sleep=) -> HostProbe``; default
         :func:`host.probe.probe_host` (this process left out).
+    on_ready : callable, optional
+        Called once, from the thread, when the model is first solved ahead for the
+        workload it sees (after the calibration, if any).
     """
 
     def __init__(
@@ -161,8 +165,10 @@ class AdviceKeeper:
         samples: int = 5,
         pause_s: float = 1.0,
         probe: Callable[..., HostProbe] | None = None,
+        on_ready: Callable[[], None] | None = None,
     ) -> None:
         self.advisor = advisor
+        self.on_ready = on_ready
         self.busy = busy
         self.calibrate = calibrate
         self.window_s = float(window_s)
@@ -253,6 +259,7 @@ class AdviceKeeper:
         return self._stop.is_set() or self.busy()
 
     def _run(self) -> None:
+        lower_priority()
         first = True
         while not self._stop.is_set():
             if self.busy():
@@ -264,11 +271,13 @@ class AdviceKeeper:
                 if first:
                     first = False
                     self._run_calibration()
-                self.advisor.prepare(
-                    self._latest[1] if self._latest else None, stop=self._stand_aside
-                )
+                latest = self._latest
+                self.advisor.prepare(latest[1] if latest else None, stop=self._stand_aside)
                 self.advisor.refine_wanted(stop=self._stand_aside)
                 self.error = None
+                if self.on_ready is not None and not self._stand_aside():
+                    ready, self.on_ready = self.on_ready, None
+                    ready()
             except Exception as exc:  # reported once, and the next look tries again
                 error = f"{type(exc).__name__}: {exc}"[:400]
                 if error != self.error:

@@ -8,13 +8,15 @@ nothing itself, so the receiver's start does not wait for the models.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["AdviceUnavailable", "DeferredAdvisor"]
+__all__ = ["AdviceUnavailable", "DeferredAdvisor", "lower_priority"]
 
 
 class AdviceUnavailable(Exception):
@@ -74,3 +76,11 @@ class DeferredAdvisor:
             extra = {**advice.extra, "waited_for_start_s": waited}
             advice = dataclasses.replace(advice, extra=extra)
         return advice
+
+
+def lower_priority(nice: int = 10) -> None:
+    """Make the calling thread yield its CPU to the receive path (the advisor's build,
+    the keeper): on Linux a thread is a task of its own, and its nice value applies to
+    it alone.  Elsewhere, nothing."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from .control import ControlChannel, ControlError, MessageKind
-from .handshake import PROTOCOL_VERSION, SessionKeys, challenge
+from .handshake import PROTOCOL_VERSION, SessionKeys, challenge, stretched_key
 from .receive_path import ReceivePath
 from .wire import MAX_PAYLOAD_BYTES, DatagramCodec, WireError
 
@@ -263,6 +263,10 @@ class ReceiverLimits:
     max_handshakes_per_client : int
         Connections one address may have in their handshake at once; more from it are
         closed at once.
+    handshake_grace_s : float
+        A handshake younger than this is never closed to make room for another: when
+        ``max_handshakes`` are in progress and the oldest is younger, the newcomer is
+        closed instead (s).
     max_packets : int
         Most datagrams a file may take (its size over the sender's payload): the
         receiver keeps a few bytes per packet.
@@ -277,6 +281,7 @@ class ReceiverLimits:
     max_sessions: int = 4
     max_handshakes: int = 64
     max_handshakes_per_client: int = 8
+    handshake_grace_s: float = 0.5
     max_packets: int = 2**25
 
     def __post_init__(self) -> None:
@@ -300,6 +305,7 @@ class ReceiverLimits:
             "idle_timeout_s",
             "accept_timeout_s",
             "handshake_timeout_s",
+            "handshake_grace_s",
         ):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and not isinstance(value, bool) and value > 0):
@@ -668,6 +674,9 @@ class Receiver:
             raise
         self.port: int = self._listener.getsockname()[1]
         self.stale_removed = remove_stale_partials(self.output_dir)
+        # The secret's scrypt (about 50 ms), once now rather than inside the first
+        # sender's handshake, where a flood's evictions could overtake it.
+        stretched_key(secret)
 
     @property
     def receiving(self) -> int:
@@ -753,18 +762,29 @@ class Receiver:
         # Connections in their handshake, oldest first, and how many per address: a
         # peer that has not authenticated holds a thread and a socket, never more, and
         # one address cannot hold them all.
-        pending: OrderedDict[socket.socket, str] = OrderedDict()
+        # An evicted handshake leaves ``pending`` at once (else the next admission would
+        # evict the same closed socket again while the set grew: issue #36); its thread
+        # ends as soon as it sees the shutdown.  ``handshaking`` counts those threads until
+        # they do, and caps them at twice ``max_handshakes`` however fast peers arrive.
+        pending: OrderedDict[socket.socket, tuple[str, float]] = OrderedDict()
         per_client: Counter[str] = Counter()
+        handshaking = [0]
         threads: set[threading.Thread] = set()
         enough = threading.Event()
 
+        def forget(conn: socket.socket) -> None:
+            # Under ``lock``: ``conn`` is no longer a pending handshake.
+            entry = pending.pop(conn, None)
+            if entry is not None:
+                peer = entry[0]
+                per_client[peer] -= 1
+                if per_client[peer] <= 0:
+                    del per_client[peer]
+
         def authenticated(conn: socket.socket) -> None:
             with lock:
-                peer = pending.pop(conn, None)
-                if peer is not None:
-                    per_client[peer] -= 1
-                    if per_client[peer] <= 0:
-                        del per_client[peer]
+                forget(conn)
+                handshaking[0] -= 1
 
         def failed(peer: str, exc: ReceiveError, counter: str) -> None:
             with lock:
@@ -773,6 +793,7 @@ class Receiver:
                 on_error(peer, exc)
 
         def run(conn: socket.socket, peer: str) -> None:
+            in_handshake = True
             try:
                 channel = self._channel(conn)
                 try:
@@ -781,13 +802,15 @@ class Receiver:
                     failed(peer, exc, "unauthenticated")
                     return
                 finally:
+                    in_handshake = False
                     authenticated(conn)
                 report = self._session(channel, keys, peer)
             except ReceiveError as exc:
                 failed(peer, exc, "turned_away" if exc.field == "max_sessions" else "failed")
                 return
             except Exception as exc:  # a defect in one session must not end the receiver
-                authenticated(conn)
+                if in_handshake:
+                    authenticated(conn)
                 failed(peer, ReceiveError("internal", f"{type(exc).__name__}: {exc}"), "failed")
                 return
             finally:
@@ -802,19 +825,33 @@ class Receiver:
                 on_report(report)
 
         def admit(conn: socket.socket, peer: str) -> bool:
+            cap = self.limits.max_handshakes
             with lock:
                 if per_client[peer] >= self.limits.max_handshakes_per_client:
                     summary.turned_away += 1
                     return False
-                if len(pending) >= self.limits.max_handshakes:
-                    # Full: the oldest handshake goes.  A real sender's takes
-                    # milliseconds, so the oldest is one that is stalling.
+                if handshaking[0] >= 2 * cap:
+                    # Evicted handshakes whose threads have not yet ended: no new thread
+                    # until they have (a flood cannot outrun the bound).
+                    summary.turned_away += 1
+                    return False
+                now = time.monotonic()
+                if len(pending) >= cap:
+                    # Full: the oldest handshake goes, if it has had its grace (a real
+                    # sender's takes milliseconds, so it is stalling); else the newcomer
+                    # does (a sender tries again), so that a flood cannot evict a real
+                    # handshake before it could have finished.
                     oldest = next(iter(pending))
+                    if now - pending[oldest][1] < self.limits.handshake_grace_s:
+                        summary.turned_away += 1
+                        return False
+                    forget(oldest)
                     with contextlib.suppress(OSError):
                         oldest.shutdown(socket.SHUT_RDWR)
                     summary.turned_away += 1
-                pending[conn] = peer
+                pending[conn] = (peer, now)
                 per_client[peer] += 1
+                handshaking[0] += 1
                 return True
 
         self._listener.settimeout(0.2)

@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .control import ControlChannel, ControlError, MessageKind
-from .handshake import PROTOCOL_VERSION, answer_challenge
+from .handshake import PROTOCOL_VERSION, SessionKeys, answer_challenge
 from .wire import DEFAULT_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES, DatagramCodec, WireError
 
 __all__ = [
@@ -427,6 +427,44 @@ def send_file(
             view.close()
 
 
+#: How long a sender keeps trying when the receiver closes its connection during the
+#: handshake (a receiver under a flood of idle connections turns the newest away) (s).
+_HANDSHAKE_RETRY_S = 3.0
+
+
+def _authenticated(
+    host: str,
+    port: int,
+    source_address: str | None,
+    timeout_s: float,
+    max_bitmap_bytes: int,
+    secret: bytes | None,
+    retry_until: float,
+) -> tuple[socket.socket, ControlChannel, SessionKeys]:
+    """Connect and prove the secret both ways.  A receiver that closes the connection
+    before the proof is done is tried again, after 50 ms doubling, until ``retry_until``
+    (monotonic s): under a flood it turns newcomers away while its handshakes are full."""
+    pause = 0.05
+    while True:
+        try:
+            conn = socket.create_connection(
+                (host, port),
+                timeout=timeout_s,
+                source_address=None if source_address is None else (source_address, 0),
+            )
+        except OSError as exc:
+            raise SendError("to", f"cannot connect to {host}:{port}: {exc}") from None
+        channel = ControlChannel(conn, max_bitmap_bytes=max_bitmap_bytes, timeout_s=timeout_s)
+        try:
+            return conn, channel, answer_challenge(channel, secret)
+        except ControlError as exc:
+            channel.close()
+            if exc.field != "connection" or time.monotonic() + pause > retry_until:
+                raise SendError(exc.field, exc.reason) from None
+        time.sleep(pause)
+        pause *= 2
+
+
 def _send(
     view: mmap.mmap | None,
     size: int,
@@ -457,16 +495,14 @@ def _send(
     report.sha256 = _file_digest(view)
     connecting = time.monotonic()
     report.digest_s = connecting - started
-    try:
-        conn = socket.create_connection(
-            (host, port),
-            timeout=control_timeout_s,
-            source_address=None if source_address is None else (source_address, 0),
-        )
-    except OSError as exc:
-        raise SendError("to", f"cannot connect to {host}:{port}: {exc}") from None
-    channel = ControlChannel(
-        conn, max_bitmap_bytes=8 + -(-codec.packet_count // 8), timeout_s=control_timeout_s
+    conn, channel, keys = _authenticated(
+        host,
+        port,
+        source_address,
+        control_timeout_s,
+        8 + -(-codec.packet_count // 8),
+        secret,
+        min(deadline, connecting + _HANDSHAKE_RETRY_S),
     )
     udp: socket.socket | None = None
     if advise is not None and advise.get("propagation_delay_s") is None:
@@ -474,7 +510,6 @@ def _send(
         rtt = tcp_round_trip_s(conn) or 2e-3
         advise = {**advise, "propagation_delay_s": max(rtt / 2.0, 1e-6) + delay_s}
     try:
-        keys = answer_challenge(channel, secret)
         codec = DatagramCodec(keys.session, keys.data_key, size, payload_bytes)
         # The data socket exists before the HELLO: the receiver connects its own to it.
         udp = socket.socket(conn.family, socket.SOCK_DGRAM)

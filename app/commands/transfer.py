@@ -52,7 +52,7 @@ from datamover import (
     new_secret,
     send_file,
 )
-from datamover.deferred_advice import DeferredAdvisor
+from datamover.deferred_advice import DeferredAdvisor, lower_priority
 from datamover.wire import DEFAULT_PAYLOAD_BYTES
 
 from .common import model_option, print_table
@@ -138,7 +138,12 @@ def _fail(field: str, reason: str, status: int) -> NoReturn:
 
 def _host_port(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if (
+        not sep
+        or not host
+        or not (port.isascii() and port.isdigit() and len(port) <= 5)
+        or not 0 < int(port) < 65536
+    ):
         _fail("--to", f"must be HOST:PORT with a port in 1..65535, got {text!r}", EXIT_USAGE)
     return host.strip("[]"), int(port)
 
@@ -276,7 +281,7 @@ def receiver_advice(
     """
     import platform
 
-    from datamover.advice import ReceiverAdvisor
+    from datamover.advice import ReceiverAdvisor, profile_kind
     from datamover.advice_keeper import AdviceKeeper, quick_calibration
     from host import Workload, WorkloadError
     from host.calibration import measure_buffer_packets
@@ -349,8 +354,23 @@ def receiver_advice(
             err=True,
         )
 
+    started = time.monotonic()
+
+    def ready() -> None:
+        made, provenance = own()
+        workload = advisor.workload(advisor.cpus)
+        click.echo(
+            f"blastrate: rate advice ready in {time.monotonic() - started:.1f} s: profile "
+            f"{made.name} ({profile_kind(provenance)}), K {k}, N {batch}, "
+            f"C={workload.cpu_tasks} I={workload.io_tasks} m={workload.cores} now",
+            err=True,
+        )
+
     keeper = AdviceKeeper(
-        advisor, busy=busy, calibrate=quick if calibrate and profile is None else None
+        advisor,
+        busy=busy,
+        calibrate=quick if calibrate and profile is None else None,
+        on_ready=ready,
     )
     return advisor, keeper
 
@@ -758,10 +778,16 @@ def receive(
             )
 
     keepers: list[Any] = []
+    stopping = threading.Event()
 
     def build_advice() -> None:
         # After listening: the models load, K is measured and the keeper starts.  A
-        # sender that asks meanwhile waits for this (DeferredAdvisor).
+        # sender that asks meanwhile waits for this (DeferredAdvisor).  It yields to a
+        # transfer that starts first: at a lower priority (this thread only, on Linux),
+        # and not until no blast is being received.
+        lower_priority()
+        while rx.receiving and not stopping.is_set():
+            stopping.wait(0.05)
         try:
             advisor, keeper = receiver_advice(
                 profile,
@@ -807,6 +833,7 @@ def receive(
         finally:
             if on_main:
                 signal.signal(signal.SIGTERM, previous)
+            stopping.set()
             for keeper in keepers:
                 keeper.stop()
     sys.exit(EXIT_OK)

@@ -15,7 +15,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.schemas.problems import FieldProblem, ProblemError
-from app.schemas.units import QuantityError, parse_bitrate, parse_duration, parse_size
+from app.schemas.units import (
+    QuantityError,
+    parse_bitrate,
+    parse_duration,
+    parse_number,
+    parse_size,
+)
 from host import HOST_PROFILES, Workload, WorkloadError, end_system_state_count
 from planning import INPUT_FIELDS, PlanningError, axis_values
 
@@ -27,16 +33,9 @@ __all__ = [
 ]
 
 
-def _number(text: str, field: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise QuantityError(field, f"expected a number, got {text!r}") from None
-
-
 _PARSERS: dict[str, Callable[[str, str], float]] = {
-    "int": _number,
-    "float": _number,
+    "int": parse_number,
+    "float": parse_number,
     "size": lambda text, field: float(parse_size(text, field)),
     "bitrate": parse_bitrate,
     "duration": parse_duration,

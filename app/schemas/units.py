@@ -31,11 +31,15 @@ __all__ = [
     "QuantityError",
     "parse_bitrate",
     "parse_duration",
+    "parse_number",
     "parse_size",
 ]
 
 _NUMBER = r"(?P<number>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)"
 _QUANTITY = re.compile(rf"^\s*{_NUMBER}\s*(?P<unit>[A-Za-zµ/]*)\s*$")
+_PLAIN = re.compile(rf"^\s*(?P<sign>[+-]?){_NUMBER}\s*$")
+#: Longest plain number read (characters): a count of tasks or a rate has a few digits.
+_MAX_NUMBER_CHARS = 64
 
 _DECIMAL_PREFIXES = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15}
 _BINARY_PREFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
@@ -177,6 +181,69 @@ def _exact(
 def _nearest_float(value: _Ratio) -> float:
     # int / int is correctly rounded in Python, however large the operands.
     return value[0] / value[1]
+
+
+def parse_number(text: str | float | int, field: str) -> float:
+    """A plain number without a unit: ASCII digits, an optional sign, point and exponent.
+
+    The one reader of a bare number at the edges (query strings, the CLI's sweep specs):
+    Python's ``float`` also takes ``"٣"`` (Arabic-Indic three), ``"1_000"``, ``"nan"`` and
+    ``"infinity"``, and ``int`` refuses 4,300 digits with a ``ValueError`` that once
+    reached a client as a 500.  Here each of those is a :class:`QuantityError` naming
+    ``field``.
+
+    Parameters
+    ----------
+    text : str or number
+        The number as typed, or a number (not a boolean).
+    field : str
+        The field or option as the user typed it, for the error.
+
+    Returns
+    -------
+    float
+        The value, finite; whole numbers up to 2**53 exactly.
+
+    Raises
+    ------
+    QuantityError
+        Not a plain number, longer than 64 characters, or not finite.
+
+    Examples
+    --------
+    >>> parse_number(" 3 ", "cpu_tasks"), parse_number("-2.5e3", "x")
+    (3.0, -2500.0)
+    >>> parse_number("٣", "cpu_tasks")
+    Traceback (most recent call last):
+    ...
+    app.schemas.units.QuantityError: cpu_tasks: cannot read '٣' as a number; expected ASCII \
+digits, e.g. 2, 0.5 or 1e-3
+    """
+    if isinstance(text, bool):
+        raise QuantityError(field, "must be a number, got a boolean")
+    if isinstance(text, int | float):
+        value = float(text) if abs(text) <= _LARGEST_FLOAT else math.inf
+    else:
+        if not isinstance(text, str):
+            raise QuantityError(field, f"must be a number, got {type(text).__name__}")
+        if len(text) > _MAX_NUMBER_CHARS:
+            raise QuantityError(
+                field, f"a number of at most {_MAX_NUMBER_CHARS} characters, got {len(text)}"
+            )
+        match = _PLAIN.match(text)
+        if match is None:
+            raise QuantityError(
+                field,
+                f"cannot read {text[:40]!r} as a number; expected ASCII digits, e.g. 2, 0.5 "
+                "or 1e-3",
+            )
+        number = Decimal(match["number"])
+        if number and not -400 < number.adjusted() < 400:
+            raise QuantityError(field, f"{text.strip()[:40]!r} is out of range")
+        value = float(number) * (-1.0 if match["sign"] == "-" else 1.0)
+    if not math.isfinite(value):
+        raise QuantityError(field, "is not finite")
+    return value
 
 
 def parse_size(text: str | float | int, field: str = "file_size") -> int:

@@ -83,7 +83,9 @@ class ServiceMiddleware:
                 if _REQUEST_ID.match(value):
                     request_id = value.decode("ascii")
             elif name == b"content-length":
-                declared_length = int(value) if value.isdigit() else -1
+                # bytes.isdigit is ASCII only; the length keeps int() from a 4,300-digit
+                # refusal (a 500), and no body is longer than 19 digits of bytes.
+                declared_length = int(value) if value.isdigit() and len(value) <= 19 else -1
         if request_id is None:
             request_id = uuid.uuid4().hex
         token = REQUEST_ID.set(request_id)

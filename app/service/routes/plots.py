@@ -248,7 +248,9 @@ def _grid_around(name: str, value: str) -> str:
     """``cpu_tasks=2`` -> ``0..8`` (or up to the value); ``io_tasks=3`` -> ``0,1,2,3,4``:
     a grid that contains the point asked about.  Lists and ranges are kept."""
     text = value.strip()
-    if not text.isdigit():
+    # A plain count only (ASCII digits, a few of them); anything else is the axis
+    # parser's to read or refuse, naming the field (issue #36: "²" and 10,000 nines).
+    if not (text.isascii() and text.isdigit() and len(text) <= 6):
         return value
     n = int(text)
     if name == "cpu_tasks":

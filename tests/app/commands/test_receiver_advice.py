@@ -113,6 +113,8 @@ def test_a_receiver_on_a_fresh_host_measures_it_and_advises_from_that(
         rx.wait_for("blastrate: receiving into")
         line = rx.wait_for("quick calibration")
         assert "stored as this host's default" in line
+        ready = rx.wait_for("rate advice ready")
+        assert "(quick)" in ready
         report = _send(src, rx.port)
     finally:
         rx.stop()
@@ -122,6 +124,7 @@ def test_a_receiver_on_a_fresh_host_measures_it_and_advises_from_that(
     assert entry.provenance["kind"] == "quick" and entry.profile.name.startswith("quick-")
     advice = report.advice  # type: ignore[attr-defined]
     assert advice["profile"] == entry.profile.name and advice["profile_kind"] == "quick"
+    assert advice["ready"] is True  # solved ahead: nothing solved while the sender waited
     assert advice["calibrating"] is False and advice["workload_age_s"] is not None
     assert report.digest_ok  # type: ignore[attr-defined]
     # The sender's parts of its time add up within its total.

@@ -466,3 +466,93 @@ def test_a_flooded_transfer_makes_progress_every_round(
     missing = [r["missing_after"] for r in report["rounds"]]
     assert all(b < a for a, b in zip([report["packets"], *missing], missing, strict=False)), missing
     assert received["rejected"] > 1_000
+
+
+def _threads_and_descriptors(pid: int) -> tuple[int, int]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    threads = int(
+        next(line.split()[1] for line in status.splitlines() if line.startswith("Threads:"))
+    )
+    return threads, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_a_flood_of_idle_handshakes_from_many_addresses_holds_the_cap(
+    tmp_path: Path, receiver: ReceiverProcess
+) -> None:
+    """Before (issue #36): idle handshakes from 5,000-18,000 loopback addresses took the
+    receiver to 1,779 threads and 1,767 descriptors in 5 s, 27 times the cap of 64.  Now
+    an evicted handshake leaves the pending set at once and the handshake threads are
+    capped at twice ``max_handshakes``: threads and descriptors stay bounded whatever
+    the number of addresses, and a sender with the secret still gets through."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, 8192)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    cap = 64  # ReceiverLimits.max_handshakes, blastrate receive's default
+    base_threads, base_fds = _threads_and_descriptors(receiver.proc.pid)
+    stop = threading.Event()
+    opened = [0]
+    peak = [0, 0]
+    lock = threading.Lock()
+
+    def flood(worker: int) -> None:
+        # Idle connections from 127.<worker+1>.x.y, each a new address; bounded in count
+        # (1,200 per worker) and in time (until stop).
+        held: list[socket.socket] = []
+        try:
+            for i in range(1200):
+                if stop.is_set():
+                    break
+                s = socket.socket()
+                s.settimeout(5)
+                try:
+                    s.bind((f"127.{worker + 1}.{i // 250}.{i % 250 + 1}", 0))
+                    s.connect(("127.0.0.1", receiver.port))
+                except OSError:
+                    s.close()
+                    continue
+                held.append(s)
+                with lock:
+                    opened[0] += 1
+        finally:
+            stop.wait(WAIT_S)  # hold them until the test is done looking
+            for s in held:
+                s.close()
+
+    def watch() -> None:
+        while not stop.is_set():
+            try:
+                threads, fds = _threads_and_descriptors(receiver.proc.pid)
+            except (OSError, StopIteration):
+                return
+            peak[0], peak[1] = max(peak[0], threads), max(peak[1], fds)
+            stop.wait(0.005)
+
+    workers = [threading.Thread(target=flood, args=(w,), daemon=True) for w in range(3)]
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    for w in workers:
+        w.start()
+    src = tmp_path / "data.bin"
+    _payload(src, 30_000)
+    try:
+        # A sender with the secret, in the middle of the flood.
+        while opened[0] < 1000 and any(w.is_alive() for w in workers):
+            stop.wait(0.01)
+        report = _send(src, receiver.port)
+        while opened[0] < 3000 and any(w.is_alive() for w in workers):
+            stop.wait(0.01)
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(WAIT_S)
+        watcher.join(WAIT_S)
+    assert report.digest_ok
+    assert opened[0] >= 2000, f"the flood opened only {opened[0]} connections"
+    # Twice the cap of handshake threads, plus the receiver's own (main, advisor, keeper,
+    # the transfer); descriptors likewise, plus the listener, the data socket and files.
+    assert peak[0] <= base_threads + 2 * cap + 4, peak
+    assert peak[1] <= base_fds + 2 * cap + 8, peak
+    assert receiver.alive()

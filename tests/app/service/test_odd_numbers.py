@@ -1,0 +1,85 @@
+"""Every odd form a number takes in a query answers a 4xx problem naming the field, never
+a 500 (issue #36).
+
+Before: ``cpu_tasks=`` followed by 10,000 nines, ``²`` and ``①`` answered 500 on the plot
+grid (``str.isdigit`` took them, ``int`` did not), and ``٣`` answered 200 (Python's
+``float`` reads Arabic-Indic digits).  Reference: RFC 9457's problem+json with a 4xx
+status and the field as typed; the one number reader is ``app.schemas.units.parse_number``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.commands.transfer import _host_port  # the CLI's --to reader
+from app.schemas.units import QuantityError, parse_number
+
+ODD = [
+    "9" * 10_000,
+    "²",
+    "①",
+    "٣",
+    "1_000",
+    "nan",
+    "-inf",
+    "infinity",
+    "1e999",
+    "0x10",
+    " ",
+    "True",
+    "1e-99999",
+]
+ROUTES = [
+    "/plots/bottleneck-rate-grid?{field}={value}",
+    "/plots/sweep?{field}={value}&{other}=0,1",
+]
+
+
+@pytest.mark.parametrize("value", ODD, ids=lambda v: repr(v[:12]))
+@pytest.mark.parametrize("field", ["cpu_tasks", "io_tasks"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_an_odd_number_in_a_plot_query_is_a_4xx_naming_the_field(
+    client: Any, route: str, field: str, value: str
+) -> None:
+    other = "io_tasks" if field == "cpu_tasks" else "cpu_tasks"
+    r = client.get(route.format(field=field, value=value, other=other))
+    if r.status_code == 404:
+        pytest.fail(f"no such route: {route}")
+    assert 400 <= r.status_code < 500, (r.status_code, r.text[:300])
+    assert r.headers["content-type"].startswith("application/problem+json")
+    body = r.json()
+    assert any(field in (e.get("field") or "") for e in body.get("errors", [])), body
+
+
+@pytest.mark.parametrize("value", ODD, ids=lambda v: repr(v[:12]))
+def test_an_odd_number_in_a_sweep_body_is_a_4xx_naming_the_field(client: Any, value: str) -> None:
+    inputs = {"cpu_tasks": value, "io_tasks": [0, 1], "file_size": "1MB"}
+    r = client.post("/sweeps", json={"inputs": {**inputs, "propagation_delay": "10ms"}})
+    assert 400 <= r.status_code < 500, (r.status_code, r.text[:300])
+    assert any("cpu_tasks" in (e.get("field") or "") for e in r.json().get("errors", []))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=80))
+def test_parse_number_reads_only_plain_ascii_numbers(text: str) -> None:
+    # The reference: Python's own float() on the same text, where the text is made of
+    # ASCII digits, sign, point and exponent only (float accepts more: that is the point).
+    plain = all(c.isspace() or c in "0123456789+-.eE" for c in text)
+    try:
+        value = parse_number(text, "x")
+    except QuantityError as exc:
+        assert exc.field == "x"
+        return
+    assert plain, f"took {text!r}"
+    assert value == float(text)
+
+
+@pytest.mark.parametrize("port", ["²", "①", "٣", "9" * 5000, "65536", "0", "-1", ""])
+def test_the_cli_refuses_an_odd_port_in_to_as_usage(port: str) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        _host_port(f"127.0.0.1:{port}")
+    assert exit_.value.code == 2
