@@ -22,6 +22,8 @@ from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+import numpy as np
+
 from host import HostProfile, Workload
 from transport import (
     DEFAULT_SETTLE_S,
@@ -58,6 +60,8 @@ _MAX_DELAY_S = 60.0
 #: receiver's first start (``quick``), ``blastrate calibrate``'s (``calibrated``), or
 #: learned from the transfers the receiver served (``learned``).
 PROFILE_KINDS = ("built-in", "quick", "calibrated", "learned")
+#: Chains solved between two checks of a prepare's ``stop``.
+_CHAINS_PER_PIECE = 8
 #: Reference transfers whose refinements are solved ahead of time: (bytes, delay in s).
 _REFERENCE_TRANSFERS = ((30_000_000, 0.001), (30_000_000, 0.01), (30_000_000, 0.1), (2**30, 0.1))
 #: Most work (K * (7 (N + 1))^2, about the banded solve's flops per rate) a receiver puts
@@ -360,7 +364,8 @@ class ReceiverAdvisor:
         workload : Workload, optional
             The workload to solve for.
         stop : callable, optional
-            Checked between chains' batches: True stops early (what is solved is kept).
+            Checked between pieces of 8 chains: True stops early (a whole grid or
+            refinement solved is kept; a part of one is not).
 
         Returns
         -------
@@ -373,7 +378,17 @@ class ReceiverAdvisor:
         solved = self._lookup(key)
         did = False
         if solved is None:
-            coarse = inputs.terms(time_slice_grid(inputs.host.line_rate_bps))
+            # In pieces of a few chains, so that a blast that starts meanwhile waits for
+            # at most one piece (the pieces' terms are each rate's own: merged, they are
+            # the whole grid's, bit for bit).
+            grid = time_slice_grid(inputs.host.line_rate_bps)
+            coarse: TimeSliceTerms | None = None
+            for piece in np.array_split(grid, -(-grid.size // _CHAINS_PER_PIECE)):
+                if stop is not None and stop():
+                    return did
+                part = inputs.terms(piece)
+                coarse = part if coarse is None else coarse.merged(part)
+            assert coarse is not None
             solved = self._remember(key, _Solved(coarse))
             did = True
         for size, delay in _REFERENCE_TRANSFERS:

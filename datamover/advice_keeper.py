@@ -16,9 +16,10 @@ transfer is being received:
 3. the model solved ahead for the workload it sees (:meth:`ReceiverAdvisor.prepare`) and
    the refinements that answers asked for (:meth:`ReceiverAdvisor.refine_wanted`).
 
-A window that a transfer interrupts is thrown away; the model is solved in pieces, each
-checked against the same flag, so a transfer that starts meanwhile waits for at most one
-chain batch.
+A window that a transfer interrupts is thrown away; the model is solved in pieces of a
+few chains, the flag checked between them, so a transfer that starts meanwhile competes
+with at most one piece.  The quick calibration checks it between its three measurements
+only: a transfer in the first few seconds of a new host competes with one of them.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def quick_calibration(
     receiver_cpu: int,
     sender_cpu: int,
     directory: str | None = None,
+    between: Callable[[], None] | None = None,
 ) -> tuple[HostProfile, dict[str, Any]]:
     """This host's profile in a few seconds: what a receiver measures at its first start.
 
@@ -83,6 +85,8 @@ def quick_calibration(
         and measures less).
     directory : str, optional
         Where the I/O task's file goes (default: the temporary directory).
+    between : callable, optional
+        Called between the measurements (a receiver waits there while it receives).
 
     Returns
     -------
@@ -101,9 +105,13 @@ def quick_calibration(
         receiver_cpu=receiver_cpu,
         sender_cpu=sender_cpu,
     )
+    if between is not None:
+        between()
     io = measure_io_service(
         directory=directory, file_bytes=16 * 2**20, runs=2, reads=100, cpu=receiver_cpu
     )
+    if between is not None:
+        between()
     time_slice = measure_time_slice(cpu=receiver_cpu, runs=2, seconds=0.5)
     profile = calibrated_profile(
         name, net, io, buffer_packets=buffer_packets, line_rate_bps=net.sender_rate_bps.mean

@@ -48,6 +48,8 @@ class DeferredAdvisor:
         self._advisor: Callable[[int, Any], Any] | None = None
         self._error: str | None = None
         self._set = threading.Event()
+        #: Set once a request is waiting for the advisor: whoever builds it should now.
+        self.asked = threading.Event()
 
     def set(self, advisor: Callable[[int, Any], Any] | None, error: str | None = None) -> None:
         """Hand over the advisor, or None and why there is none."""
@@ -65,6 +67,7 @@ class DeferredAdvisor:
         waited = 0.0
         if not self._set.is_set():
             started = time.monotonic()
+            self.asked.set()
             self._set.wait(self.timeout_s)
             waited = time.monotonic() - started
         if self._advisor is None:

@@ -674,13 +674,11 @@ class Receiver:
             raise
         self.port: int = self._listener.getsockname()[1]
         self.stale_removed = remove_stale_partials(self.output_dir)
-        # The secret's scrypt (about 50 ms), once now rather than inside the first
-        # sender's handshake, where a flood's evictions could overtake it.
-        stretched_key(secret)
 
     @property
     def receiving(self) -> int:
-        """Transfers whose blasts are being received now (from ACCEPT to the digest)."""
+        """Transfers whose blasts are being received now (from ACCEPT to the last round;
+        the final digest is not counted)."""
         return self._receiving
 
     def close(self) -> None:
@@ -857,6 +855,10 @@ class Receiver:
         self._listener.settimeout(0.2)
         if ready is not None:
             ready()
+        # The secret's scrypt (about 50 ms) once, beside the listener rather than before it
+        # or inside the first sender's handshake, where a flood's evictions could overtake
+        # it.
+        threading.Thread(target=stretched_key, args=(self.secret,), daemon=True).start()
         try:
             while not self._stop.is_set() and not enough.is_set():
                 try:
@@ -878,7 +880,15 @@ class Receiver:
                 t = threading.Thread(target=run, args=(conn, peer), daemon=True)
                 with lock:
                     threads.add(t)
-                t.start()
+                try:
+                    t.start()
+                except RuntimeError:  # no thread to be had: this peer is turned away
+                    with lock:
+                        threads.discard(t)
+                        forget(conn)
+                        handshaking[0] -= 1
+                        summary.turned_away += 1
+                    conn.close()
         except BaseException:
             self._stop.set()  # Ctrl-C: abort the running transfers
             raise

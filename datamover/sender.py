@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .control import ControlChannel, ControlError, MessageKind
-from .handshake import PROTOCOL_VERSION, SessionKeys, answer_challenge
+from .handshake import PROTOCOL_VERSION, SessionKeys, answer_challenge, stretched_key
 from .wire import DEFAULT_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES, DatagramCodec, WireError
 
 __all__ = [
@@ -444,12 +444,17 @@ def _authenticated(
     """Connect and prove the secret both ways.  A receiver that closes the connection
     before the proof is done is tried again, after 50 ms doubling, until ``retry_until``
     (monotonic s): under a flood it turns newcomers away while its handshakes are full."""
+    stretched_key(secret)  # its scrypt before connecting, not inside the handshake
     pause = 0.05
+    first = True
     while True:
+        # A retry waits no longer than the retry window for its connection.
+        wait = timeout_s if first else min(timeout_s, max(retry_until - time.monotonic(), 0.5))
+        first = False
         try:
             conn = socket.create_connection(
                 (host, port),
-                timeout=timeout_s,
+                timeout=wait,
                 source_address=None if source_address is None else (source_address, 0),
             )
         except OSError as exc:

@@ -985,6 +985,25 @@ def _grassmann_taksar_heyman(Q: NDArray[np.float64]) -> NDArray[np.float64]:
     """
     A = np.array(Q, dtype=np.float64)
     np.fill_diagonal(A, 0.0)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        x = _gth_elimination(A.copy())
+    if bool(np.isfinite(x).all()) and float(x.sum()) > 0.0:
+        return x
+    # Rates so far apart that the elimination overflows (1e160 beside 1e-160: a ratio
+    # beyond the largest double).  Eliminate on the embedded jump chain instead, each
+    # row divided by its exit rate q_i, so that every entry is at most 1; its
+    # stationary vector nu gives pi_i ~ nu_i / q_i, formed in logarithms and scaled to
+    # a largest entry of 1 (a probability below the smallest double becomes 0).
+    exits = A.sum(axis=1)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        nu = _gth_elimination(A / exits[:, None])
+        log_pi = np.log(nu) - np.log(exits)
+    log_pi -= np.max(log_pi)
+    return np.exp(log_pi)
+
+
+def _gth_elimination(A: NDArray[np.float64]) -> NDArray[np.float64]:
+    """GTH on the off-diagonal rates ``A`` (changed in place); unnormalised result."""
     n = A.shape[0]
     for k in range(n - 1, 0, -1):
         leave = A[k, :k].sum()

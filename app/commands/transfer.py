@@ -67,6 +67,9 @@ __all__ = ["receive", "send"]
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_MODEL, EXIT_UNREACHABLE, EXIT_SERVER = 0, 1, 2, 3, 4, 5
 EXIT_INTERRUPTED = 130
+#: The receiver builds its advisor once it has received nothing for this long (s), or
+#: at once when a sender asks for advice.
+_BUILD_AFTER_IDLE_S = 1.0
 # Fields the receiver refuses on the sender's input (its HELLO): a usage error, not a
 # failed transfer.
 _INPUT_FIELDS = {
@@ -249,11 +252,12 @@ def _profile_check(profile: str) -> None:
 
 
 def _other_cpu(mine: Collection[int]) -> int:
-    """A CPU for the quick calibration's sender: one this receiver does not run on, if
-    the machine has one."""
-    online = range(os.cpu_count() or 1)
-    others = [c for c in online if c not in mine]
-    return others[0] if others else min(mine)
+    """A CPU for the quick calibration's sender: one this process may use other than the
+    receiver's first (its own CPU when it has only one)."""
+    receiver = min(mine)
+    allowed = os.sched_getaffinity(0)
+    others = sorted(c for c in allowed if c != receiver)
+    return others[0] if others else receiver
 
 
 def receiver_advice(
@@ -326,6 +330,14 @@ def receiver_advice(
         name=name,
     )
 
+    def wait_while_busy() -> None:
+        # Between the calibration's measurements: not while a blast is received (bounded:
+        # a minute of back-to-back transfers, and it measures anyway).
+        for _ in range(1200):
+            if not busy():
+                return
+            time.sleep(0.05)
+
     def quick() -> None:
         if store.default_name() is not None:
             return  # this host has a profile: calibrated, or quick at an earlier start
@@ -337,6 +349,7 @@ def receiver_advice(
             buffer_packets=k or store.default_entry().profile.buffer_packets,
             receiver_cpu=min(cpus),
             sender_cpu=_other_cpu(cpus),
+            between=wait_while_busy,
         )
         measured.append((made, provenance))
         where = "stored as this host's default"
@@ -778,6 +791,7 @@ def receive(
             )
 
     keepers: list[Any] = []
+    keepers_lock = threading.Lock()
     stopping = threading.Event()
 
     def build_advice() -> None:
@@ -786,8 +800,19 @@ def receive(
         # transfer that starts first: at a lower priority (this thread only, on Linux),
         # and not until no blast is being received.
         lower_priority()
-        while rx.receiving and not stopping.is_set():
-            stopping.wait(0.05)
+        # Loading the models holds the interpreter for about a second: not while a
+        # transfer that started first is being received.  Build once the receiver has been
+        # idle for a second, or at once when a sender asks for advice.
+        idle_since = time.monotonic()
+        while not stopping.is_set() and not advice.asked.is_set():
+            if rx.receiving:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since >= _BUILD_AFTER_IDLE_S:
+                break
+            advice.asked.wait(0.05)
+        with keepers_lock:
+            if stopping.is_set():
+                return
         try:
             advisor, keeper = receiver_advice(
                 profile,
@@ -797,8 +822,11 @@ def receive(
                 busy=lambda: rx.receiving > 0,
                 calibrate=not no_calibrate,
             )
-            keepers.append(keeper)
-            keeper.start()
+            with keepers_lock:
+                if stopping.is_set():
+                    return
+                keepers.append(keeper)
+                keeper.start()
         except Exception as exc:  # no advice; transfers at a fixed rate still work
             advice.set(None, f"the receiver's advisor failed: {type(exc).__name__}: {exc}")
             click.echo(f"blastrate: warning: no rate advice: {exc}", err=True)
@@ -833,7 +861,8 @@ def receive(
         finally:
             if on_main:
                 signal.signal(signal.SIGTERM, previous)
-            stopping.set()
+            with keepers_lock:
+                stopping.set()
             for keeper in keepers:
                 keeper.stop()
     sys.exit(EXIT_OK)

@@ -1,10 +1,11 @@
 """The time-slice model solved ahead of time (transport.TimeSliceTerms).
 
-Reference: :func:`transport.time_slice_bottleneck_rate`, which solves the chain at every
-rate for each transfer.  Terms solved once and played for another file and delay must
-give exactly its answer (the same floating-point operations in the same order: compared
-with ``==``, no tolerance), on a given rate grid and on its default coarse-then-fine
-search.
+References: the search as it was before the split (commit 0deca46), pinned as golden
+bits (``float.hex``); and :func:`transport.time_slice_bottleneck_rate`, which solves the
+chain at every rate for each transfer.  Terms solved once and played for another file and
+delay must give exactly its answer (the same floating-point operations in the same order:
+compared with ``==``, no tolerance), on a given rate grid and on its default
+coarse-then-fine search.
 """
 
 from __future__ import annotations
@@ -96,3 +97,32 @@ def test_a_transfer_that_never_completes_is_refused_not_timed() -> None:
 def test_bad_rates_are_refused_by_name(rates: list[float]) -> None:
     with pytest.raises(TransportParameterError, match="rates_bps"):
         time_slice_terms(WORKLOAD, PROFILE, rates_bps=np.asarray(rates, dtype=float))
+
+
+# Golden values of the search before it was split (commit 0deca46, the one-function
+# time_slice_bottleneck_rate), printed with float.hex: the split must not move a bit.
+GOLDEN = {
+    (30_000_000, 0.01): (
+        "0x1.77825f0000000p+29",
+        "0x1.182f6067400e5p-1",
+        "0x1.05e4a9b491752p-2",
+        "0x1.a94117e8a9f15p+5",
+    ),
+    (2_000_000_000, 0.1): (
+        "0x1.7d78400000000p+29",
+        "0x1.cf0ba9344ee57p+4",
+        "0x1.0f368e12438cfp-2",
+        "0x1.92e66a4ec1403p+11",
+    ),
+}
+
+
+@pytest.mark.parametrize(("size", "delay"), list(GOLDEN))
+def test_the_split_search_gives_the_unsplit_ones_bits(size: int, delay: float) -> None:
+    r = time_slice_bottleneck_rate(
+        WORKLOAD, PROFILE, file_size_bytes=size, propagation_delay_s=delay, settle_s=0.02, **COSTS
+    )
+    times = r.curve.transfer_time_s
+    finite_sum = float(np.sum(times[np.isfinite(times)]))
+    got = (r.rate_bps.hex(), r.transfer_time_s.hex(), r.first_round_loss.hex(), finite_sum.hex())
+    assert got == GOLDEN[(size, delay)] and times.size == 49

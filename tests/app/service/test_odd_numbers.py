@@ -78,8 +78,38 @@ def test_parse_number_reads_only_plain_ascii_numbers(text: str) -> None:
     assert value == float(text)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.one_of(
+        st.integers(min_value=-(10**15), max_value=10**15).map(str),
+        st.floats(allow_nan=False, allow_infinity=False).map(repr),
+        st.floats(allow_nan=False, allow_infinity=False).map(lambda x: f"  {x:.6e}  "),
+    )
+)
+def test_parse_number_reads_every_plain_number_as_float_does(text: str) -> None:
+    assert parse_number(text, "x") == float(text)
+
+
 @pytest.mark.parametrize("port", ["²", "①", "٣", "9" * 5000, "65536", "0", "-1", ""])
 def test_the_cli_refuses_an_odd_port_in_to_as_usage(port: str) -> None:
     with pytest.raises(SystemExit) as exit_:
         _host_port(f"127.0.0.1:{port}")
     assert exit_.value.code == 2
+
+
+@pytest.mark.parametrize("exponent", [160, 200, 300])
+def test_a_net_with_rates_far_apart_is_solved_not_a_500(client: Any, exponent: int) -> None:
+    # Before: 1e160 and 1e-160 answered 500 solver-not-converged (the dense elimination
+    # overflowed).  Reference: the two-state closed form, p1's mean tokens b/(a+b) ~ 1.
+    a, b = 10.0**exponent, 10.0**-exponent
+    net = {
+        "places": {"p0": 1, "p1": 0},
+        "transitions": [
+            {"name": "go", "rate": a, "inputs": {"p0": 1}, "outputs": {"p1": 1}},
+            {"name": "back", "rate": b, "inputs": {"p1": 1}, "outputs": {"p0": 1}},
+        ],
+    }
+    r = client.post("/srn/solve", json={"net": net})
+    assert r.status_code == 200, r.text[:300]
+    tokens = r.json()["steady_state"]["measures"]["mean_tokens"]
+    assert tokens["p1"] == pytest.approx(1.0, rel=1e-12) and 0.0 <= tokens["p0"] < 1e-300
