@@ -155,9 +155,10 @@ def axis_values(
                 raise PlanningError(field, f"the range {item!r} ends below its start")
             n = _range_length(start, stop, step)
             if n > max_values:
+                count = f"{n}" if n < 10**12 else f"about {float(n):.3g}"
                 raise PlanningError(
                     field,
-                    f"the range {item!r} has {n} values, more than max_points={max_values}",
+                    f"the range {item!r} has {count} values, more than max_points={max_values}",
                     limit="max_points",
                     maximum=max_values,
                     reached=n,

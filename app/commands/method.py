@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .common import EXIT_MODEL, EXIT_USAGE, FINITE, CliError, model_option
+from .common import EXIT_MODEL, EXIT_USAGE, FINITE, OPTION_OF, CliError, model_option
 from .local import DEFAULT_LOCAL_TIMEOUT_S, Reporter, library_errors, run_local
 from .remote import DEFAULT_SERVER_TIMEOUT_S, request, server_option
 
@@ -146,6 +146,30 @@ def _inputs(args: MethodArgs) -> tuple[dict[str, Any], dict[str, Any], dict[str,
     return workload, host, transfer
 
 
+def _within_limits(
+    workload: dict[str, Any], host: dict[str, Any], transfer: dict[str, Any]
+) -> None:
+    """The service's bounds on the same inputs (``app.schemas.bodies``), so that a local
+    answer and a ``--server`` one refuse the same values (``--delay 1e300s`` once
+    answered locally); the first value out of bounds is named by its option."""
+    from pydantic import ValidationError
+
+    from app.schemas.bodies import HostOverrides, TransferRequest, WorkloadModel
+
+    given = {k: v for k, v in host.items() if v is not None}
+    for model, values in (
+        (WorkloadModel, workload),
+        (HostOverrides, given),
+        (TransferRequest, transfer),
+    ):
+        try:
+            model.model_validate(values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            leaf = str(first["loc"][-1]) if first["loc"] else ""
+            raise CliError(f"{OPTION_OF.get(leaf, leaf)}: {first['msg']}", EXIT_USAGE) from None
+
+
 def _compute(payload: dict[str, Any], report: Reporter) -> dict[str, Any]:
     from app.operations.whole_method import compute_bottleneck
 
@@ -168,6 +192,8 @@ def bottleneck(args: MethodArgs, options: dict[str, Any], label: str) -> dict[st
     refuse_remote_max_states(args["max_states"], args["server"])
     with library_errors():
         workload, host, transfer = _inputs(args)
+    if not args["server"]:
+        _within_limits(workload, host, transfer)
     if args["server"]:
         body = {
             "workload": workload,

@@ -73,7 +73,10 @@ def _run(body: Callable[[], None]) -> None:
             status = 3
         # Named as the option that sets it (--delay, not propagation_delay).
         field = _OPTION_NAMES.get(exc.field, OPTION_OF.get(exc.field, exc.field))
-        click.echo(f"blastrate: error: {field}: {exc.reason}", err=True)
+        reason = exc.reason
+        if getattr(exc, "limit", None) == "max_points":
+            reason += "; raise it with --max-points"
+        click.echo(f"blastrate: error: {field}: {reason}", err=True)
         sys.exit(status)
     except KeyboardInterrupt:
         click.echo("blastrate: interrupted", err=True)

@@ -146,7 +146,11 @@ def _validation_problem(exc: RequestValidationError) -> ProblemError:
             # NaN fails every bound, so pydantic reports the first: not the reason.
             reason, limit, allowed, actual = "Input should be a number, not NaN", None, None, None
         errors.append(FieldProblem(_location(error.get("loc", ())), reason, limit, allowed, actual))
+    # The detail names the first five; ``errors`` lists them all (it said "7 invalid
+    # field(s)" and named 5 without saying so).
     fields = ", ".join(e.field for e in errors[:5])
+    if len(errors) > 5:
+        fields += f" and {len(errors) - 5} more (see errors)"
     if any(e.get("type") == "json_invalid" for e in exc.errors()):
         # Not a schema mismatch: the body is not JSON at all (400, not 422).
         return ProblemError("malformed-json", "the request body is not valid JSON", errors)

@@ -272,3 +272,19 @@ def test_rate_model_timeslice_refusals_name_the_option(extra: list[str], message
     result = invoke("rate", *RATE, "--profile", "sx280-2007", "--model", "timeslice", *extra)
     assert result.exit_code in (EXIT_USAGE, EXIT_MODEL), result.stderr
     assert result.stderr.startswith(f"blastrate: error: {message}")
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["--delay", "1e300s"], "--delay"),  # answered 2.054e+300 s locally before
+        (["--delay", "100ms", "-C", "5000"], "--cpu-tasks"),
+    ],
+)
+def test_a_local_answer_keeps_the_services_limits(argv: list[str], option: str) -> None:
+    # Issue #37: the same input gets the same answer with and without --server: the
+    # service's bounds (app.schemas.bodies) apply to a local computation too.
+    base = ["-C", "2", "-I", "1", "--file-size", "500MB", "--delay", "100ms"]
+    r = invoke("rate", *base, *argv)
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith(f"blastrate: error: {option}: ") and r.stderr.count("\n") == 1

@@ -122,3 +122,12 @@ def test_piped_tables_are_plain_text_with_every_row() -> None:
     rows = [line.split() for line in r.output.splitlines()]
     assert sum(len(row) == 5 and row[0].isdigit() for row in rows) == 36
     assert "more" not in r.output
+
+
+@pytest.mark.parametrize("spec", ["0..100000", "0..1e300"])
+def test_a_sweep_too_long_names_max_points_and_stays_short(spec: str) -> None:
+    from cli_support import invoke
+
+    r = invoke("sweep", "--cpu-tasks", spec, "-I", "0", "--file-size", "1MB", "--delay", "10ms")
+    assert r.exit_code == 2
+    assert "raise it with --max-points" in r.stderr and len(r.stderr) < 200, r.stderr

@@ -83,3 +83,50 @@ def test_a_real_server_started_with_the_token_guards_writes() -> None:
             timeout=30,
         )
         assert r.status_code == 204
+
+
+LIVE = "file_size=1MB&propagation_delay=10ms"
+AROUND = [
+    ("HEAD", "/host"),
+    ("OPTIONS", "/host"),
+    ("POST", "/host"),
+    ("GET", "/host/"),
+    ("GET", "/HOST"),
+    ("GET", "/./host"),
+    ("GET", "/%68ost"),
+    ("GET", f"/host?token={TOKEN}"),
+    ("GET", f"/host?authorization=Bearer%20{TOKEN}"),
+    ("HEAD", f"/bottleneck-rate?workload=live&{LIVE}"),
+    ("GET", f"/bottleneck-rate?workload=%6Cive&{LIVE}"),
+    ("GET", f"/bottleneck-rate?workload=fixed&workload=live&{LIVE}"),
+    ("GET", f"/bottleneck-rate?workload=live&workload=fixed&cpu_tasks=1&io_tasks=0&{LIVE}"),
+    ("GET", f"/bottleneck-rate?workload=LIVE&{LIVE}"),
+    ("GET", f"/bottleneck-rate?Workload=live&{LIVE}"),
+    ("PUT", "/profiles/token-lab/"),
+    ("DELETE", "/profiles/token-lab/"),
+    ("GET", "/srn/jobs/0123456789abcdef/"),
+    ("HEAD", "/srn/jobs/0123456789abcdef"),
+]
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Any:
+    from fastapi.testclient import TestClient
+
+    from app import Settings, create_app
+    from conftest import TEST_SETTINGS
+
+    with TestClient(create_app(Settings(**{**TEST_SETTINGS, "api_token": TOKEN}))) as client:
+        yield client
+
+
+@pytest.mark.parametrize(("method", "path"), AROUND)
+@pytest.mark.parametrize("override", [None, "GET", "PUT", "DELETE"])
+def test_no_way_around_the_token(guarded: Any, method: str, path: str, override: Any) -> None:
+    """Issue #36: HEAD, a trailing slash, case, percent-encoding, a method override, the
+    token in the query, a repeated ``workload``: none reaches a guarded route's work
+    without the token.  Each is refused, or is not a route at all."""
+    client = guarded
+    headers = {} if override is None else {"X-HTTP-Method-Override": override}
+    r = client.request(method, path, headers=headers, follow_redirects=True)
+    assert r.status_code in (401, 404, 405, 422), (r.status_code, r.text[:200])

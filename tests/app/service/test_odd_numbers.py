@@ -113,3 +113,44 @@ def test_a_net_with_rates_far_apart_is_solved_not_a_500(client: Any, exponent: i
     assert r.status_code == 200, r.text[:300]
     tokens = r.json()["steady_state"]["measures"]["mean_tokens"]
     assert tokens["p1"] == pytest.approx(1.0, rel=1e-12) and 0.0 <= tokens["p0"] < 1e-300
+
+
+def test_deep_and_huge_json_bodies_are_a_4xx_on_every_write_route(make_client: Any) -> None:
+    # Issue #36, item 4: nesting 100,000 deep (under the body limit: json's recursion),
+    # and a body over the limit, on every POST and PUT route of the contract.
+    client = make_client(max_body_bytes=1_000_000)
+    paths = client.get("/openapi.json").json()["paths"]
+    routes = [(m.upper(), p) for p, ops in paths.items() for m in ops if m in ("post", "put")]
+    assert len(routes) >= 8
+    bodies = {
+        "deep array": "[" * 100_000 + "]" * 100_000,
+        "deep object": '{"a":' * 100_000 + "1" + "}" * 100_000,
+        "huge": '{"x": "' + "a" * 1_100_000 + '"}',
+    }
+    for method, path in routes:
+        url = path.replace("{name}", "deep-x").replace("{job_id}", "0123456789abcdef")
+        for label, body in bodies.items():
+            r = client.request(
+                method, url, content=body, headers={"content-type": "application/json"}
+            )
+            assert 400 <= r.status_code < 500, (method, url, label, r.status_code)
+            assert r.headers["content-type"].startswith("application/problem+json")
+
+
+def test_a_problem_that_names_some_fields_says_how_many_it_leaves_out(client: Any) -> None:
+    # Issue #37: "7 invalid field(s)" named five and said nothing of the other two.
+    body = {
+        "mu_io_cpu": "x",
+        "mu_disk": -1,
+        "mu_net": None,
+        "buffer_packets": 0,
+        "coalesce_packets": 0,
+        "line_rate_bps": "a",
+        "packet_payload_bytes": -5,
+    }
+    r = client.put("/profiles/odd-fields", json=body)
+    assert r.status_code == 422
+    problem = r.json()
+    assert len(problem["errors"]) == 7
+    assert problem["detail"].startswith("7 invalid field(s): ")
+    assert problem["detail"].endswith("and 2 more (see errors)")
