@@ -45,7 +45,7 @@ def main() -> None:
     ap.add_argument("--per-worker", type=int, default=1500)
     ap.add_argument("--seconds", type=float, default=20.0)
     args = ap.parse_args()
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
     work = Path(tempfile.mkdtemp(prefix="blastrate-flood-"))
     key = work / "key"
@@ -60,8 +60,10 @@ def main() -> None:
         port = int(s.getsockname()[1])
     env = {**os.environ, "BLASTRATE_NO_CALIBRATE": "1"}
     rx = subprocess.Popen(
-        [BLASTRATE, "receive", "--host", "127.0.0.1", "--port", str(port), "--output", str(out)]
-        + ["--secret-file", str(key), "--overwrite"],
+        [
+            *(BLASTRATE, "receive", "--host", "127.0.0.1", "--port", str(port)),
+            *("--output", str(out), "--secret-file", str(key), "--overwrite"),
+        ],
         stderr=subprocess.PIPE,
         text=True,
         env=env,
