@@ -110,6 +110,8 @@ def axis_values(
             value = parser(raw, field) if isinstance(raw, str) else float(raw)
         except PlanningError:
             raise
+        except OverflowError:  # an integer of hundreds of digits: no float holds it
+            raise PlanningError(field, f"{str(raw)[:40]}... is out of range") from None
         except (TypeError, ValueError) as exc:
             reason = getattr(exc, "reason", None) or str(exc)
             raise PlanningError(field, f"cannot read {raw!r}: {reason}") from None

@@ -994,26 +994,43 @@ def _grassmann_taksar_heyman(Q: NDArray[np.float64]) -> NDArray[np.float64]:
     # row divided by its exit rate q_i, so that every entry is at most 1; its
     # stationary vector nu gives pi_i ~ nu_i / q_i, formed in logarithms and scaled to
     # a largest entry of 1 (a probability below the smallest double becomes 0).
-    exits = A.sum(axis=1)
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        nu = _gth_elimination(A / exits[:, None])
-        log_pi = np.log(nu) - np.log(exits)
-    log_pi -= np.max(log_pi)
-    return np.exp(log_pi)
+    # Where even the jump chain's ratios pass the largest double (a rate of 5e-324 beside
+    # 0.5), in extended precision (x86's long double reaches 1e4932; elsewhere it is the
+    # double again, and the caller finds no usable vector).
+    for dtype in (np.float64, np.longdouble):
+        wide = A.astype(dtype)
+        exits = wide.sum(axis=1)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore", under="ignore"):
+            nu = _gth_elimination(wide / exits[:, None])
+            log_pi = np.log(nu) - np.log(exits)
+            log_pi -= np.max(log_pi)
+            pi = np.exp(log_pi).astype(np.float64)
+        if bool(np.isfinite(pi).all()) and float(pi.sum()) > 0.0:
+            break
+    return pi
 
 
-def _gth_elimination(A: NDArray[np.float64]) -> NDArray[np.float64]:
-    """GTH on the off-diagonal rates ``A`` (changed in place); unnormalised result."""
+def _gth_elimination(A: NDArray[Any]) -> NDArray[Any]:
+    """GTH on the off-diagonal rates ``A`` (changed in place; any float dtype);
+    unnormalised result."""
     n = A.shape[0]
     for k in range(n - 1, 0, -1):
         leave = A[k, :k].sum()
         A[:k, k] /= leave
         A[:k, :k] += np.outer(A[:k, k], A[k, :k])
-    x = np.zeros(n)
+    x = np.zeros(n, dtype=A.dtype)
     x[0] = 1.0
     for k in range(1, n):
         x[k] = x[:k] @ A[:k, k]
+        if x[k] > _RESCALE_ABOVE:
+            # A chain whose probabilities span more than the double range (a queue with
+            # lambda / mu = 1e77): scale what is solved so far down, the smallest to 0.
+            x[: k + 1] /= x[k]
     return x
+
+
+#: Where the back substitution of GTH rescales its unnormalised vector.
+_RESCALE_ABOVE = 1e150
 
 
 def _usable(x: NDArray[np.float64]) -> bool:

@@ -133,7 +133,12 @@ def _validation_problem(exc: RequestValidationError) -> ProblemError:
                 if key.endswith("length") and hasattr(value, "__len__"):
                     actual = float(len(value))
                 elif isinstance(value, int | float) and not isinstance(value, bool):
-                    actual = float(value)
+                    # An integer of 400 digits has no float: the bound is reason enough
+                    # (it crashed this handler into a 500, found by test_fuzz_numbers).
+                    try:
+                        actual = float(value)
+                    except OverflowError:
+                        actual = math.inf if value > 0 else -math.inf
                 elif isinstance(value, str) and not key.endswith("length"):
                     # A query string's number arrives as text; pydantic has parsed it.
                     actual = _number_or_none(value)
