@@ -39,6 +39,7 @@ from transport import (
 )
 
 __all__ = [
+    "MAX_ADVICE_DELAY_S",
     "MAX_ADVICE_WORK",
     "PROFILE_KINDS",
     "AdviceError",
@@ -54,7 +55,9 @@ __all__ = [
 #: or ``"paper"`` (the paper's processor-sharing model, :mod:`transport.pipeline`).
 AdviceModel = Literal["timeslice", "paper"]
 _MODELS: tuple[str, ...] = get_args(AdviceModel)
-_MAX_DELAY_S = 60.0
+#: Longest one-way delay a receiver advises for (s).
+MAX_ADVICE_DELAY_S = 60.0
+_MAX_DELAY_S = MAX_ADVICE_DELAY_S
 #: How a receiver's profile was made, as the ``auto`` object says: one of the paper's
 #: (``built-in``, a host that is not this one), a few seconds' measurement at the
 #: receiver's first start (``quick``), ``blastrate calibrate``'s (``calibrated``), or

@@ -34,6 +34,7 @@ from typing import Any
 
 from host import HostProfile, Workload
 from host.calibration import (
+    NetCalibration,
     calibrated_profile,
     measure_io_service,
     measure_net_service,
@@ -48,6 +49,8 @@ from .receive_path import calibration_receive_path
 __all__ = ["AdviceKeeper", "quick_calibration"]
 
 log = logging.getLogger("blastrate.advice")
+#: The quick calibration starts once no blast has been received for this long (s).
+_CALIBRATE_AFTER_IDLE_S = 2.0
 
 
 class _Interrupted(Exception):
@@ -95,16 +98,23 @@ def quick_calibration(
     """
     started = time.time()
     datagrams, path = calibration_receive_path(payload_bytes)
-    net = measure_net_service(
-        batch_packets=batch_packets,
-        payload_bytes=payload_bytes,
-        datagrams=datagrams,
-        receive_path=path,
-        runs=2,
-        seconds=0.4,
-        receiver_cpu=receiver_cpu,
-        sender_cpu=sender_cpu,
-    )
+    runs = []
+    for _ in range(2):  # one run at a time, so that a blast that starts waits for one
+        if between is not None:
+            between()
+        runs.append(
+            measure_net_service(
+                batch_packets=batch_packets,
+                payload_bytes=payload_bytes,
+                datagrams=datagrams,
+                receive_path=path,
+                runs=1,
+                seconds=0.4,
+                receiver_cpu=receiver_cpu,
+                sender_cpu=sender_cpu,
+            )
+        )
+    net = NetCalibration.pooled(runs)
     if between is not None:
         between()
     io = measure_io_service(
@@ -303,7 +313,14 @@ class AdviceKeeper:
             self._calibrated.set()
             return
         try:
-            while self.busy() and not self._stop.is_set():
+            # Not into a user's first transfers: after the receiver has been idle a
+            # while (its blasts on loopback would compete with theirs).
+            idle_since = time.monotonic()
+            while (
+                not self._stop.is_set() and time.monotonic() - idle_since < _CALIBRATE_AFTER_IDLE_S
+            ):
+                if self.busy():
+                    idle_since = time.monotonic()
                 self._stop.wait(0.05)
             self.calibrate()
         except Exception as exc:

@@ -1008,7 +1008,8 @@ class Receiver:
             advice: dict[str, Any] = self.advisor(file_size, request).to_dict()
         except Exception as exc:
             field = getattr(exc, "field", None) or type(exc).__name__
-            return {"error": f"{field}: {str(exc)[:400]}"}
+            reason = getattr(exc, "reason", None) or str(exc)
+            return {"error": f"{field}: {str(reason)[:400]}"}
         return advice
 
     @staticmethod

@@ -154,6 +154,24 @@ class NetCalibration:
     seconds: float
     cpus: tuple[int, int]
 
+    @classmethod
+    def pooled(cls, runs: Sequence[NetCalibration]) -> NetCalibration:
+        """Single-run calibrations (``runs=1`` each) as one, the spreads over their runs:
+        for a caller that checks something between runs."""
+        if not runs or any(len(r.mu_net.samples) != 1 for r in runs):
+            raise ValueError("pooled takes calibrations of one run each")
+        first = runs[0]
+        return cls(
+            mu_net=Spread.of([r.mu_net.samples[0] for r in runs]),
+            wall_rate=Spread.of([r.wall_rate.samples[0] for r in runs]),
+            full_fraction=Spread.of([r.full_fraction.samples[0] for r in runs]),
+            sender_rate_bps=Spread.of([r.sender_rate_bps.samples[0] for r in runs]),
+            batch_packets=first.batch_packets,
+            payload_bytes=first.payload_bytes,
+            seconds=first.seconds,
+            cpus=first.cpus,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {

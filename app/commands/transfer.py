@@ -67,6 +67,9 @@ __all__ = ["receive", "send"]
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_MODEL, EXIT_UNREACHABLE, EXIT_SERVER = 0, 1, 2, 3, 4, 5
 EXIT_INTERRUPTED = 130
+#: datamover.advice.MAX_ADVICE_DELAY_S, kept here so that send does not load the models
+#: (tests/app/commands/test_transfer_commands.py pins them equal) (s).
+_MAX_ADVICE_DELAY_S = 60.0
 #: The receiver builds its advisor once it has received nothing for this long (s), or
 #: at once when a sender asks for advice.
 _BUILD_AFTER_IDLE_S = 1.0
@@ -485,6 +488,15 @@ def send(
         )
     except QuantityError as exc:
         _fail(exc.field, str(exc).split(": ", 1)[-1], EXIT_USAGE)
+    if prop is not None and prop + delay > _MAX_ADVICE_DELAY_S:
+        # The receiver's bound (datamover.advice.MAX_ADVICE_DELAY_S), checked here so
+        # that it is a usage error naming the option, not the receiver's refusal.
+        _fail(
+            "--delay",
+            f"a receiver advises for one-way delays up to {_MAX_ADVICE_DELAY_S:g} s "
+            f"(with --emulate-delay), got {prop + delay:g} s",
+            EXIT_USAGE,
+        )
     if not file.is_file():
         _fail("file", f"{str(file)!r} is not a readable file", EXIT_USAGE)
     secret = _secret_option(secret_file, insecure)

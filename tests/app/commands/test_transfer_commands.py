@@ -329,3 +329,19 @@ def test_receive_refuses_an_unknown_profile_at_once(tmp_path: Path) -> None:
         receive, ["--port", "9", "--output", str(tmp_path), "--profile", "no-such-lab"]
     )
     assert r.exit_code == 2 and "blastrate: error: --profile:" in r.stderr
+
+
+def test_send_refuses_a_delay_no_receiver_advises_for_as_usage(tmp_path: Path) -> None:
+    # The receiver advises for one-way delays up to 60 s; send says so itself (exit 2,
+    # naming --delay), not as the receiver's refusal (exit 3).
+    from app.commands.transfer import _MAX_ADVICE_DELAY_S
+    from datamover.advice import MAX_ADVICE_DELAY_S
+
+    assert _MAX_ADVICE_DELAY_S == MAX_ADVICE_DELAY_S
+    src = tmp_path / "f.bin"
+    src.write_bytes(b"x" * 10)
+    r = CliRunner().invoke(
+        send,
+        ["--to", "127.0.0.1:9", str(src), "--delay", "1e300s", "--insecure"],
+    )
+    assert r.exit_code == 2 and "blastrate: error: --delay:" in r.stderr
