@@ -205,6 +205,34 @@ def _check(cancel: threading.Event | None) -> None:
         raise _cancelled()
 
 
+def _end_with(parent_pid: int) -> None:
+    """A sweep worker's initializer: end this process as soon as ``parent_pid`` ends.
+
+    A server killed with ``kill -9`` cannot shut its pool down, and its workers would
+    go on computing a sweep nobody reads (issue #36).  A ``pidfd`` (Linux 5.3+) becomes
+    readable when the process ends; a daemon thread blocked on it ends the worker.
+    Where there is none, the parent is polled every half second.
+    """
+    import select
+
+    try:
+        fd = os.pidfd_open(parent_pid)
+    except (AttributeError, OSError):
+        fd = -1
+
+    def watch() -> None:
+        if fd >= 0:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            poller.poll()
+        else:
+            while os.getppid() == parent_pid:
+                time.sleep(0.5)
+        os._exit(70)
+
+    threading.Thread(target=watch, name="blastrate-sweep-lifeline", daemon=True).start()
+
+
 def _run_processes(
     batches: list[list[dict[str, Any]]],
     workers: int,
@@ -215,7 +243,9 @@ def _run_processes(
     # spawn, not fork: a fork of a threaded server (uvicorn, a Dask client) can inherit a
     # lock held by another thread.
     context = multiprocessing.get_context("spawn")
-    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=context)
+    pool = concurrent.futures.ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_end_with, initargs=(os.getpid(),)
+    )
     finished = False
     try:
         futures = {pool.submit(evaluate_points, b): k for k, b in enumerate(batches)}

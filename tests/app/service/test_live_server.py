@@ -131,6 +131,19 @@ def test_metrics_are_the_same_from_either_of_two_workers(tmp_path: Path) -> None
         assert len(list(mine[0].glob("histogram_*.db"))) == 2  # one file per worker
 
 
+def _kill_and_expect_none_left(server: Any) -> None:
+    """``kill -9`` the server; every process of its group must end within 30 s."""
+    os.kill(server.pid, signal.SIGKILL)
+    server.wait(30)
+    deadline = time.monotonic() + 30
+    while left := _group(server.pid):
+        if time.monotonic() > deadline:
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"processes outlived the server: {left}")
+        time.sleep(0.05)
+
+
 def _group(pgid: int) -> list[int]:
     """Processes (not zombies) whose process group is ``pgid``."""
     found = []
@@ -169,15 +182,7 @@ def test_workers_die_with_a_killed_server() -> None:
         while len(_group(server.pid)) < 5:
             assert time.monotonic() < deadline, _group(server.pid)
             time.sleep(0.05)
-        os.kill(server.pid, signal.SIGKILL)
-        server.wait(30)
-        deadline = time.monotonic() + 30
-        while left := _group(server.pid):
-            if time.monotonic() > deadline:
-                for pid in left:
-                    os.kill(pid, signal.SIGKILL)
-                pytest.fail(f"processes outlived the server: {left}")
-            time.sleep(0.05)
+        _kill_and_expect_none_left(server)
         thread.join(30)
 
 
@@ -296,3 +301,17 @@ def test_one_clients_slow_solves_do_not_starve_another_client() -> None:
     # took the worker as B arrived), not after all of A's waiting ones (FIFO: last).
     assert [who for who, _ in done].index("B") <= 2, done
     assert sorted(status for who, status in done if who == "A") == [422] * 5, done
+
+
+def test_a_sweeps_workers_die_with_a_killed_server() -> None:
+    """Issue #36: ``kill -9`` of the server in the middle of a sweep leaves none of its
+    pool's processes behind (the job's case is the test above)."""
+    env = {"BLASTRATE_MAX_CONCURRENT_SWEEPS": "1", "BLASTRATE_SWEEP_WORKERS": "2"}
+    with live_server(env) as (base, server):
+        thread, _ = _post_in_background(base + "/sweeps", LONG_SWEEP)
+        deadline = time.monotonic() + 120
+        while len(_sweep_workers(server.pid)) < 2:  # the sweep's pool is at work
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        _kill_and_expect_none_left(server)
+        thread.join(60)
