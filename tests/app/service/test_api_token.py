@@ -130,3 +130,27 @@ def test_no_way_around_the_token(guarded: Any, method: str, path: str, override:
     headers = {} if override is None else {"X-HTTP-Method-Override": override}
     r = client.request(method, path, headers=headers, follow_redirects=True)
     assert r.status_code in (401, 404, 405, 422), (r.status_code, r.text[:200])
+
+
+def test_no_way_around_the_token_of_a_real_server() -> None:
+    """The same ways around, against ``uvicorn app.main:app`` as the service runs, and
+    deep or huge bodies on every write route of that server."""
+    deep = "[" * 100_000 + "]" * 100_000
+    huge = '{"x": "' + "a" * 2_000_000 + '"}'
+    auth = {"Authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
+    with (
+        live_server({"BLASTRATE_API_TOKEN": TOKEN}) as (base, _),
+        httpx.Client(base_url=base, timeout=30) as c,
+    ):
+        for method, path in AROUND:
+            for override in (None, "GET", "DELETE"):
+                headers = {} if override is None else {"X-HTTP-Method-Override": override}
+                r = c.request(method, path, headers=headers)
+                assert r.status_code in (401, 404, 405, 422), (method, path, r.status_code)
+        paths = c.get("/openapi.json").json()["paths"]
+        for path, ops in paths.items():
+            for method in (m.upper() for m in ops if m in ("post", "put")):
+                for body in (deep, huge):
+                    url = path.replace("{name}", "deep-x")
+                    r = c.request(method, url, content=body, headers=auth)
+                    assert 400 <= r.status_code < 500, (method, path, r.status_code)

@@ -315,3 +315,32 @@ def test_a_sweeps_workers_die_with_a_killed_server() -> None:
             time.sleep(0.05)
         _kill_and_expect_none_left(server)
         thread.join(60)
+
+
+def test_slow_and_idle_clients_from_many_addresses_leave_healthz_answering() -> None:
+    """Issue #36: idle connections and clients that send half a request header, from 400
+    loopback addresses at once; ``/healthz`` from yet another address still answers every
+    time.  Bounded: 400 connections, 20 probes."""
+    import resource
+    import socket
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+    with live_server({}) as (base, _server):
+        port = int(base.rsplit(":", 1)[1])
+        held: list[socket.socket] = []
+        try:
+            for i in range(400):
+                s = socket.socket()
+                s.settimeout(5)
+                s.bind((f"127.9.{i // 200}.{i % 200 + 1}", 0))
+                s.connect(("127.0.0.1", port))
+                if i % 2:  # half a request, never finished (a slowloris)
+                    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                held.append(s)
+            for _ in range(20):
+                r = httpx.get(base + "/healthz", timeout=10)
+                assert r.status_code == 200
+        finally:
+            for s in held:
+                s.close()
