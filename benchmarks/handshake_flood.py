@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -157,12 +158,7 @@ def main() -> None:
         f"the receiver reported {failures[0]} failed handshakes and {stopped}\n"
         f"# load after {os.getloadavg()}"
     )
-    for f in out.iterdir():
-        f.unlink()
-    out.rmdir()
-    for f in work.iterdir():
-        f.unlink()
-    work.rmdir()
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

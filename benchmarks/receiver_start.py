@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -149,12 +150,7 @@ def main() -> None:
                 indent=1,
             )
         )
-    for f in out.iterdir():
-        f.unlink()
-    out.rmdir()
-    for f in work.iterdir():
-        f.unlink()
-    work.rmdir()
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ import math
 import os
 import random
 import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -459,13 +460,7 @@ def main() -> None:
                     flush=True,
                 )
     finally:
-        for f in out.iterdir():
-            f.unlink()
-        out.rmdir()
-        src.unlink()
-        for f in work.iterdir():
-            f.unlink()
-        work.rmdir()
+        shutil.rmtree(work, ignore_errors=True)
     result["elapsed_s"] = time.monotonic() - start
     result["load_after"] = os.getloadavg()
     result["tables"] = report(result)

@@ -25,8 +25,6 @@ only: a transfer in the first few seconds of a new host competes with one of the
 from __future__ import annotations
 
 import logging
-import os
-import platform
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -36,6 +34,7 @@ from host import HostProfile, Workload
 from host.calibration import (
     NetCalibration,
     calibrated_profile,
+    calibration_provenance,
     measure_io_service,
     measure_net_service,
     measure_time_slice,
@@ -64,7 +63,7 @@ def quick_calibration(
     payload_bytes: int,
     buffer_packets: int,
     receiver_cpu: int,
-    sender_cpu: int,
+    sender_cpu: int | None = None,
     directory: str | None = None,
     between: Callable[[], None] | None = None,
 ) -> tuple[HostProfile, dict[str, Any]]:
@@ -83,9 +82,11 @@ def quick_calibration(
         The profile's name.
     batch_packets, payload_bytes, buffer_packets : int
         N, the payload per datagram (bytes) and K of the receiver.
-    receiver_cpu, sender_cpu : int
-        The receiver's CPU and another for the calibration's sender (the same CPU works,
-        and measures less).
+    receiver_cpu : int
+        The receiver's CPU.
+    sender_cpu : int, optional
+        The calibration's sender's CPU; default another this process may use, as
+        ``blastrate calibrate`` picks it (:func:`host.calibration.measure_net_service`).
     directory : str, optional
         Where the I/O task's file goes (default: the temporary directory).
     between : callable, optional
@@ -126,21 +127,16 @@ def quick_calibration(
     profile = calibrated_profile(
         name, net, io, buffer_packets=buffer_packets, line_rate_bps=net.sender_rate_bps.mean
     )
-    provenance = {
-        "kind": "quick",
-        "method": "a receiver's quick calibration at first start (datamover.advice_keeper)",
-        "host": platform.node(),
-        "kernel": platform.release(),
-        "started_unix": started,
-        "duration_s": time.time() - started,
-        "load_average": list(os.getloadavg()),
-        "buffer_packets": buffer_packets,
-        "line_rate_source": "measured sender",
-        "net": net.to_dict(),
-        "io": io.to_dict(),
-        "time_slice_s": time_slice.mean,
-        "time_slice": time_slice.to_dict(),
-    }
+    provenance = calibration_provenance(
+        net,
+        io,
+        time_slice,
+        method="a receiver's quick calibration at first start (datamover.advice_keeper)",
+        started_unix=started,
+        buffer_packets=buffer_packets,
+        kind="quick",
+        line_rate_source="measured sender",
+    )
     return profile, provenance
 
 

@@ -64,6 +64,7 @@ __all__ = [
     "NetCalibration",
     "Spread",
     "calibrated_profile",
+    "calibration_provenance",
     "measure_buffer_packets",
     "measure_io_service",
     "measure_net_service",
@@ -808,6 +809,53 @@ def _io_run(
         raise RuntimeError("fewer than two reads completed in the time allowed")
     # The first interval has no previous access; the rest are between accesses.
     return inter_total / done, disk_total / done
+
+
+def calibration_provenance(
+    net: NetCalibration,
+    io: IoCalibration,
+    time_slice: Spread,
+    *,
+    method: str,
+    started_unix: float,
+    buffer_packets: int,
+    **extra: Any,
+) -> dict[str, Any]:
+    """What a stored calibration records beside its profile: the host, when and under
+    what load it was measured, and every measurement with its spread.
+
+    Parameters
+    ----------
+    net, io, time_slice
+        The measurements (the slice in s, stored as ``time_slice_s`` for the time-slice
+        model too).
+    method : str
+        Who measured (``blastrate calibrate``, a receiver's quick calibration).
+    started_unix : float
+        When the measurement started (``time.time()``).
+    buffer_packets : int
+        K.
+    **extra
+        Further fields (``kind``, ``rcvbuf_bytes``, ``line_rate_source``, ...).
+    """
+    import platform
+
+    return {
+        **extra,
+        "method": method,
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "started_unix": started_unix,
+        "duration_s": time.time() - started_unix,
+        "load_average": list(os.getloadavg()),
+        "buffer_packets": buffer_packets,
+        "net": net.to_dict(),
+        "io": io.to_dict(),
+        # The time-slice model's scheduler slice (transport.timeslice).
+        "time_slice_s": time_slice.mean,
+        "time_slice": time_slice.to_dict(),
+    }
 
 
 def calibrated_profile(

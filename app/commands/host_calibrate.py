@@ -17,7 +17,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import click
 from rich.console import Console
@@ -30,6 +30,7 @@ from host import HostProfile, WorkloadError
 from host.calibration import (
     Spread,
     calibrated_profile,
+    calibration_provenance,
     measure_buffer_packets,
     measure_io_service,
     measure_net_service,
@@ -182,23 +183,16 @@ def calibrate(
         )
     except WorkloadError as exc:
         _fail(exc.field or "name", str(exc), 2)
-    provenance: dict[str, Any] = {
-        "method": "blastrate calibrate (host.calibration, paper §III representative tasks)",
-        "host": platform.node(),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-        "started_unix": started,
-        "duration_s": time.time() - started,
-        "load_average": list(os.getloadavg()),
-        "buffer_packets": k,
-        "rcvbuf_bytes": buffer,
-        "line_rate_source": "measured sender" if fixed_line is None else "given",
-        "net": net.to_dict(),
-        "io": io.to_dict(),
-        # The time-slice model's scheduler slice (transport.timeslice).
-        "time_slice_s": time_slice.mean,
-        "time_slice": time_slice.to_dict(),
-    }
+    provenance = calibration_provenance(
+        net,
+        io,
+        time_slice,
+        method="blastrate calibrate (host.calibration, paper §III representative tasks)",
+        started_unix=started,
+        buffer_packets=k,
+        rcvbuf_bytes=buffer,
+        line_rate_source="measured sender" if fixed_line is None else "given",
+    )
     stored = False
     made_default = False
     if not no_store:

@@ -29,7 +29,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -254,15 +254,6 @@ def _profile_check(profile: str) -> None:
         _fail("--profile", str(exc), EXIT_USAGE)
 
 
-def _other_cpu(mine: Collection[int]) -> int:
-    """A CPU for the quick calibration's sender: one this process may use other than the
-    receiver's first (its own CPU when it has only one)."""
-    receiver = min(mine)
-    allowed = os.sched_getaffinity(0)
-    others = sorted(c for c in allowed if c != receiver)
-    return others[0] if others else receiver
-
-
 def receiver_advice(
     profile: str | None,
     batch: int,
@@ -351,7 +342,6 @@ def receiver_advice(
             payload_bytes=DEFAULT_PAYLOAD_BYTES,
             buffer_packets=k or store.default_entry().profile.buffer_packets,
             receiver_cpu=min(cpus),
-            sender_cpu=_other_cpu(cpus),
             between=wait_while_busy,
         )
         measured.append((made, provenance))
