@@ -39,6 +39,7 @@ from host.calibration import (
     measure_net_service,
     measure_time_slice,
 )
+from host.kernel_path import measure_kernel_share
 from host.probe import HostProbe, probe_host
 
 from .advice import AdviceError, ReceiverAdvisor
@@ -73,8 +74,10 @@ def quick_calibration(
     0.4 s of the receive path of ``blastrate receive``
     (:func:`datamover.receive_path.calibration_receive_path`), mu_io_cpu and mu_disk from
     two runs of 100 random lines of a 16 MiB file, the scheduler's slice from two runs of
-    0.5 s.  Coefficients of variation come out several times those of a full
-    calibration; the provenance says ``"kind": "quick"``.
+    0.5 s, and, where a veth link can be made (root), the kernel's cost per datagram k
+    from two runs of 0.5 s and c_1..c_3 from one run of 0.3 s each
+    (:func:`host.kernel_path.measure_kernel_share`).  Coefficients of variation come out
+    several times those of a full calibration; the provenance says ``"kind": "quick"``.
 
     Parameters
     ----------
@@ -116,6 +119,20 @@ def quick_calibration(
             )
         )
     net = NetCalibration.pooled(runs)
+    kernel = measure_kernel_share(
+        rx_cpu=net.cpus[0],
+        tx_cpu=net.cpus[1],
+        line_rate_bps=net.sender_rate_bps.mean,
+        sender_rate_bps=net.sender_rate_bps.mean,
+        datagrams=datagrams,
+        payload_bytes=payload_bytes,
+        receive_path=path,
+        batch_packets=batch_packets,
+        capacity_pps=net.mu_net.mean * batch_packets,
+        runs=2,
+        seconds=0.5,
+        between=between,
+    )
     if between is not None:
         between()
     io = measure_io_service(
@@ -136,6 +153,7 @@ def quick_calibration(
         buffer_packets=buffer_packets,
         kind="quick",
         line_rate_source="measured sender",
+        **kernel.provenance(),
     )
     return profile, provenance
 

@@ -4,7 +4,10 @@ Runs the paper's representative tasks (§III) through :mod:`host.calibration`: t
 receive path of ``blastrate receive`` itself (:class:`datamover.receive_path.ReceivePath`,
 N datagrams per wake-up, each checked and stored) for mu_net, the random-line reader
 with the page cache defeated for mu_io_cpu and mu_disk, and the real socket buffer K in
-datagrams.  Every figure is the mean of several runs, reported with its spread.  The
+datagrams; and, on a veth link with RPS to the receiver's core where one can be made,
+the kernel's CPU time per datagram k and the competitors c_C that the scheduler makes
+of C busy loops (:mod:`host.kernel_path`; over loopback neither can be seen).  Every
+figure is the mean of several runs, reported with its spread.  The
 profile goes to the profile store (``host.store.ProfileStore``) with the full
 measurement as provenance.
 """
@@ -36,6 +39,7 @@ from host.calibration import (
     measure_net_service,
     measure_time_slice,
 )
+from host.kernel_path import measure_kernel_share
 
 from .common import print_table
 
@@ -117,6 +121,15 @@ def _spread_row(table: Table, name: str, unit: str, s: Spread, scale: float = 1.
     show_default=True,
     help="Line rate for the profile: 'measure' (the back-to-back sender's rate) or a rate.",
 )
+@click.option(
+    "--kernel-path",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "veth", "loopback"]),
+    help="Where to measure the kernel's cost per datagram k and the competitors c_C: a "
+    "veth link with RPS to the receiver's core (needs root and ip), or loopback, where "
+    "neither can be seen; auto: veth when it can be made.",
+)
 @click.option("--no-store", is_flag=True, help="Measure and print only.")
 @click.option(
     "--no-default",
@@ -136,12 +149,14 @@ def calibrate(
     payload: int,
     rcvbuf: str | None,
     line_rate: str,
+    kernel_path: str,
     no_store: bool,
     no_default: bool,
     as_json: bool,
 ) -> None:
-    """Measure mu_net, mu_io_cpu, mu_disk, K and the scheduler's time slice on this host,
-    store them as profile NAME and make it this host's default (unless --no-default)."""
+    """Measure mu_net, mu_io_cpu, mu_disk, K, the scheduler's time slice and the kernel's
+    part of the receiver's core (k, c_C) on this host, store them as profile NAME and
+    make it this host's default (unless --no-default)."""
     try:
         file_bytes = parse_size(file_size, "file_size")
         buffer = None if rcvbuf is None else parse_size(rcvbuf, "rcvbuf")
@@ -165,6 +180,21 @@ def calibrate(
                 receive_path=path,
                 runs=runs,
                 seconds=seconds,
+            )
+            line_guess = fixed_line if fixed_line is not None else net.sender_rate_bps.mean
+            status.update(f"kernel path ({kernel_path}): k and c_C")
+            kernel = measure_kernel_share(
+                rx_cpu=net.cpus[0],
+                tx_cpu=net.cpus[1],
+                line_rate_bps=line_guess,
+                sender_rate_bps=net.sender_rate_bps.mean,
+                datagrams=datagrams,
+                payload_bytes=payload,
+                receive_path=path,
+                batch_packets=batch,
+                capacity_pps=net.mu_net.mean * batch,
+                runs=runs,
+                path=kernel_path,
             )
             status.update(f"I/O task: {runs} runs of {reads} random lines")
             io = measure_io_service(
@@ -192,6 +222,7 @@ def calibrate(
         buffer_packets=k,
         rcvbuf_bytes=buffer,
         line_rate_source="measured sender" if fixed_line is None else "given",
+        **kernel.provenance(),
     )
     stored = False
     made_default = False
@@ -233,7 +264,13 @@ def calibrate(
     _spread_row(table, "sender rate", "Mbit/s", net.sender_rate_bps, 1e6)
     _spread_row(table, "full wake-ups", "share", net.full_fraction)
     _spread_row(table, "time slice", "ms", time_slice, 1e-3)
+    if kernel.kernel_s is not None:
+        _spread_row(table, "kernel k", "us/datagram", kernel.kernel_s, 1e-6)
     print_table(table)
+    if kernel.effective_competitors:
+        shown = ", ".join(f"{c:.3g}" for c in kernel.effective_competitors)
+        click.echo(f"competitors c_C for C = 1..{len(kernel.effective_competitors)}: {shown}")
+    click.echo(f"kernel path: {kernel.path} ({kernel.note})")
     click.echo(
         f"K = {k} datagrams of {HEADER_BYTES + payload} bytes; N = {batch}; I/O via {io.method}"
     )

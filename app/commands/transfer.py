@@ -254,6 +254,15 @@ def _profile_check(profile: str) -> None:
         _fail("--profile", str(exc), EXIT_USAGE)
 
 
+def _kernel_said(provenance: dict[str, Any]) -> str:
+    """The quick calibration's kernel path in a few words."""
+    k = provenance.get("kernel_s_per_datagram")
+    if k is None:
+        return "k not measured (loopback)"
+    comps = ", ".join(f"{c:.2g}" for c in provenance.get("effective_competitors", []))
+    return f"k {k * 1e6:.3g} us/datagram, c_C [{comps}] (veth)"
+
+
 def receiver_advice(
     profile: str | None,
     batch: int,
@@ -355,7 +364,8 @@ def receiver_advice(
         click.echo(
             f"blastrate: measured this host in {provenance['duration_s']:.1f} s (quick "
             f"calibration): profile {made.name}, mu_net {made.mu_net:.4g}/s, "
-            f"K {made.buffer_packets}, {where}; `blastrate calibrate --name NAME` "
+            f"K {made.buffer_packets}, {_kernel_said(provenance)}, {where}; "
+            "`blastrate calibrate --name NAME` "
             "measures it properly",
             err=True,
         )

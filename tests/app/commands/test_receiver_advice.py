@@ -23,7 +23,9 @@ import pytest
 from cli_support import blastrate
 
 from datamover import send_file
+from host.kernel_path import veth_unavailable
 from host.store import ProfileStore
+from transport import time_slice_costs
 
 SECRET = "receiver-advice-secret-0123456789"
 WAIT_S = 120.0
@@ -125,6 +127,14 @@ def test_a_receiver_on_a_fresh_host_measures_it_and_advises_from_that(
     entry = store.default_entry()
     assert not entry.built_in and entry.provenance is not None
     assert entry.provenance["kind"] == "quick" and entry.profile.name.startswith("quick-")
+    # The kernel's part of the receiver's core: measured on a veth link where one can be
+    # made, and what the model then reads (host.kernel_path); said either way.
+    if veth_unavailable() is None:
+        assert "(veth)" in line and entry.provenance["kernel_path"] == "veth+rps"
+        costs = time_slice_costs(entry.provenance, entry.profile)
+        assert costs.kernel_s_per_datagram > 0 and len(costs.effective_competitors) == 3
+    else:
+        assert "k not measured (loopback)" in line
     advice = report.advice  # type: ignore[attr-defined]
     assert advice["profile"] == entry.profile.name and advice["profile_kind"] == "quick"
     # Solved ahead: nothing was solved while the sender waited (unless the tasks on the

@@ -246,6 +246,8 @@ def test_calibrate_quick_no_store(tmp_path: Path) -> None:
             "1MiB",
             "--dir",
             str(tmp_path),
+            "--kernel-path",
+            "loopback",
             "--no-store",
             "--json",
         ],
@@ -253,6 +255,8 @@ def test_calibrate_quick_no_store(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     profile = doc["profile"]
+    assert doc["provenance"]["kernel_path"] == "loopback"
+    assert "kernel_s_per_datagram" not in doc["provenance"]
     assert profile["name"] == "test-host" and not doc["stored"] and not doc["host_default"]
     assert 2e-4 < doc["provenance"]["time_slice_s"] < 0.05
     assert profile["mu_net"] > 0 and profile["mu_io_cpu"] > 0 and profile["mu_disk"] > 0

@@ -1,0 +1,624 @@
+"""The kernel's part of a receiver's core: what the model's k and c_C are, measured.
+
+Behind a NIC, the kernel's receive work for each datagram (the driver's poll, IP and UDP,
+the socket's queue) runs in softirq context on the core that the NIC's interrupt, or
+Receive Packet Steering (RPS), sends it to: with the usual settings, the receiver's own.
+The time-slice model (:func:`transport.time_slice_bottleneck_rate`) charges that work to
+the receiver's core as ``kernel_s_per_datagram`` (k), and shares what is left between the
+receiver and its C competitors as the scheduler really shares it (``effective_competitors``,
+c_C, :func:`transport.scheduled_competitors`).
+
+Over loopback neither can be seen: the sender's ``send`` runs the whole receive path on
+the *sender's* core, so a calibration over loopback finds k = 0 and a receiver that never
+competes with the kernel.  On a veth link with RPS to the receiver's core the pair
+costs about 15 us per datagram there (``docs/results/send_auto.txt``), most of the
+core at 500 Mbit/s, and a model that leaves it out advises rates the receiver cannot take.
+
+:class:`VethPair` makes that path for a measurement: two network namespaces of this
+process's own (names carry the process id), joined by a veth pair, with RPS steering the
+receive softirq to the receiver's core.  It needs root and ``ip``; without them a
+calibration says so and stores no k (:func:`measure_kernel_share`).  Traffic goes only
+between the two namespaces made here, bounded in count and time.
+
+* :func:`measure_kernel_cost`: k, from paced datagrams into a socket nobody reads, the
+  receive core watched by an :class:`host.calibration.IdleSpinner` (which sees softirq
+  time that ``/proc/stat`` samples only by the tick);
+* :func:`measure_competitors`: c_C for C = 1, 2, ... busy loops on the receiver's core,
+  from how many datagrams a backlogged receiver drains beside them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import itertools
+import math
+import multiprocessing
+import os
+import selectors
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .calibration import IdleSpinner, Spread
+
+__all__ = [
+    "KernelShare",
+    "VethPair",
+    "measure_competitors",
+    "measure_kernel_cost",
+    "measure_kernel_share",
+    "veth_unavailable",
+]
+
+_CLONE_NEWNET = 0x40000000
+# The pair's two ends: a /30 inside namespaces made here (no route leaves them).
+_TX_ADDR, _RX_ADDR = "10.231.78.1", "10.231.78.2"
+_names = itertools.count()
+# c_C as a calibration stores it (transport.timeslice reads [0.001, 1000]).
+_MIN_C, _MAX_C = 1e-3, 1e3
+
+
+def veth_unavailable() -> str | None:
+    """Why :class:`VethPair` cannot be made here, or None when it can be tried."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "not root"
+    if shutil.which("ip") is None:
+        return "no `ip` command (iproute2)"
+    if not os.path.isdir("/proc/self/ns"):
+        return "no network namespaces"
+    return None
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+
+def enter_namespace(name: str) -> None:
+    """Move the calling thread into network namespace ``name`` (``ip netns`` made it).
+
+    Sockets made afterwards live there.  Call it in a process of its own (a forked
+    measurement child): a network namespace belongs to a thread, not to a process.
+    """
+    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.setns(fd, _CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {name}")
+    finally:
+        os.close(fd)
+
+
+class VethPair:
+    """Two namespaces of this process's own, a veth pair between them, RPS to one core.
+
+    Use as a context manager: the namespaces and the pair are gone on exit, also after
+    an error.  Needs root and ``ip`` (:func:`veth_unavailable`).
+
+    Parameters
+    ----------
+    rx_cpu : int
+        The core that the receiving end's softirq work is steered to (RPS).
+
+    Attributes
+    ----------
+    tx_ns, rx_ns : str
+        The namespaces' names (``ip netns``), for :func:`enter_namespace`.
+    rx_address : str
+        The receiving end's IPv4 address, reachable from ``tx_ns`` only.
+    """
+
+    def __init__(self, rx_cpu: int) -> None:
+        tag = f"{os.getpid()}-{next(_names)}"
+        self.rx_cpu = rx_cpu
+        self.tx_ns, self.rx_ns = f"blastrate-k{tag}-tx", f"blastrate-k{tag}-rx"
+        # Device names are at most 15 bytes; made in this namespace, so unique here.
+        short = f"{os.getpid() % 10**7}{tag.rsplit('-', 1)[1][-2:]}"
+        self._tx_dev, self._rx_dev = f"bk{short}t", f"bk{short}r"
+        self.rx_address = _RX_ADDR
+
+    def __enter__(self) -> VethPair:
+        try:
+            self._make()
+        except BaseException:
+            self._remove()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._remove()
+
+    def _make(self) -> None:
+        _ip("netns", "add", self.tx_ns)
+        _ip("netns", "add", self.rx_ns)
+        _ip("link", "add", self._tx_dev, "type", "veth", "peer", "name", self._rx_dev)
+        _ip("link", "set", self._tx_dev, "netns", self.tx_ns)
+        _ip("link", "set", self._rx_dev, "netns", self.rx_ns)
+        for ns, dev, addr in (
+            (self.tx_ns, self._tx_dev, _TX_ADDR),
+            (self.rx_ns, self._rx_dev, _RX_ADDR),
+        ):
+            _ip("-n", ns, "addr", "add", f"{addr}/30", "dev", dev)
+            _ip("-n", ns, "link", "set", dev, "up")
+        # sysfs shows a device's queues only to a mount made in its namespace, which
+        # `ip netns exec` makes for the command it runs.
+        mask = format(1 << self.rx_cpu, "x")
+        rps = f"/sys/class/net/{self._rx_dev}/queues/rx-0/rps_cpus"
+        _ip("netns", "exec", self.rx_ns, "sh", "-c", f"echo {mask} > {rps}")
+
+    def _remove(self) -> None:
+        # Deleting a namespace deletes the veth end inside it, and so the pair.
+        for ns in (self.tx_ns, self.rx_ns):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
+
+
+def _pin(cpu: int) -> None:
+    os.sched_setaffinity(0, {cpu})
+
+
+def _sink(ns: str, conn: Any, stop: Any) -> None:
+    # A UDP socket that nobody reads: datagrams sent to it cost the receive core only
+    # the kernel's work, up to the full socket.
+    enter_namespace(ns)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.bind((_RX_ADDR, 0))
+    conn.send(sock.getsockname()[1])
+    stop.wait(120)
+    sock.close()
+
+
+@contextlib.contextmanager
+def _child(ctx: Any, target: Callable[..., None], *args: Any) -> Iterator[Any]:
+    proc = ctx.Process(target=target, args=args, daemon=True)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+
+
+def measure_kernel_cost(
+    pair: VethPair,
+    *,
+    tx_cpu: int,
+    rate_bps: float,
+    datagram_bytes: int,
+    payload_bytes: int,
+    runs: int = 3,
+    seconds: float = 1.0,
+) -> Spread:
+    """k: the receive core's CPU seconds per datagram in the kernel, over ``pair``.
+
+    Datagrams paced at ``rate_bps`` go from ``pair.tx_ns`` (the sender pinned to
+    ``tx_cpu``) into a socket that nobody reads in ``pair.rx_ns``; an
+    :class:`host.calibration.IdleSpinner` on ``pair.rx_cpu`` measures the core time that
+    everything else took meanwhile, all of it the kernel's receive work when the core is
+    otherwise idle.  k = that time / datagrams sent.
+
+    Parameters
+    ----------
+    pair : VethPair
+        The link, entered.
+    tx_cpu : int
+        The sender's core (not ``pair.rx_cpu``).
+    rate_bps : float
+        Payload bit rate to pace at (bit/s): below what the receive core's kernel can
+        take, or the surplus is dropped early and k comes out low (60 % of the sender's
+        maximum is safe).
+    datagram_bytes, payload_bytes : int
+        Bytes per datagram sent, and the payload bytes that ``rate_bps`` counts.
+    runs : int, default 3
+        Repetitions (1..100).
+    seconds : float, default 1
+        Length of each run (s), in (0, 60].
+
+    Returns
+    -------
+    Spread
+        k per run (s per datagram).
+
+    Raises
+    ------
+    RuntimeError
+        When the receive core is never idle (the spinner cannot measure it) or a child
+        process fails to start.
+    """
+    if not 1 <= runs <= 100:
+        raise ValueError(f"runs must lie in [1, 100], got {runs}")
+    if not 0 < seconds <= 60:
+        raise ValueError(f"seconds must lie in (0, 60], got {seconds}")
+    if tx_cpu == pair.rx_cpu:
+        raise ValueError("the sender's core must not be the receive core")
+    ctx = multiprocessing.get_context("fork")
+    stop = ctx.Event()
+    parent, child = ctx.Pipe()
+    rate_pps = rate_bps / (8.0 * payload_bytes)
+    datagram = bytes(datagram_bytes)
+    costs: list[float] = []
+    try:
+        with _child(ctx, _sink, pair.rx_ns, child, stop):
+            if not parent.poll(10):
+                raise RuntimeError("the kernel-cost sink did not start")
+            address = (pair.rx_address, parent.recv())
+            with IdleSpinner(pair.rx_cpu) as spin:
+                for _ in range(runs):
+                    out = ctx.Array("d", 2, lock=False)
+                    mark = spin.mark()
+                    with _child(
+                        ctx, _paced, pair.tx_ns, address, [datagram], rate_pps, seconds, tx_cpu, out
+                    ):
+                        pass
+                    used, span = spin.busy_fraction(mark)
+                    if out[0] > 0:
+                        costs.append(used * span / out[0])
+            stop.set()
+    finally:
+        stop.set()
+    if not costs:
+        raise RuntimeError("the kernel-cost sender sent nothing")
+    return Spread.of(costs)
+
+
+def _busy(cpu: int, stop: Any, seconds: float) -> None:
+    _pin(cpu)
+    end = time.monotonic() + seconds
+    while not stop.is_set() and time.monotonic() < end:
+        for _ in range(20_000):
+            pass
+
+
+def _drain(
+    ns: str,
+    cpu: int,
+    receive_path: Callable[[socket.socket], Callable[[int], int]],
+    batch: int,
+    rcvbuf_bytes: int | None,
+    seconds: float,
+    conn: Any,
+) -> None:
+    # The receiver of a contention run: the product's receive path, backlogged, for
+    # ``seconds`` from its first datagram; sends (datagrams taken, wall seconds).
+    enter_namespace(ns)
+    _pin(cpu)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if rcvbuf_bytes is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
+    sock.bind((_RX_ADDR, 0))
+    sock.setblocking(False)
+    sel = selectors.DefaultSelector()
+    sel.register(sock, selectors.EVENT_READ)
+    wakeup = receive_path(sock)
+    conn.send(sock.getsockname()[1])
+    taken = 0
+    wall = 0.0
+    if sel.select(timeout=10.0):
+        start = time.monotonic()
+        end = start + seconds
+        while time.monotonic() < end:
+            if sel.select(timeout=0.05):
+                taken += wakeup(batch)
+        wall = time.monotonic() - start
+    conn.send((taken, wall))
+    sel.close()
+    sock.close()
+
+
+def measure_competitors(
+    pair: VethPair,
+    *,
+    tx_cpu: int,
+    rate_bps: float,
+    datagrams: Sequence[bytes],
+    payload_bytes: int,
+    receive_path: Callable[[socket.socket], Callable[[int], int]],
+    batch_packets: int,
+    capacity_pps: float,
+    kernel_s_per_datagram: float,
+    max_tasks: int = 3,
+    seconds: float = 0.6,
+    rcvbuf_bytes: int | None = None,
+) -> list[float]:
+    """c_C for C = 1..``max_tasks``: the competitors the scheduler makes of C busy loops.
+
+    For each C, C busy loops share ``pair.rx_cpu`` with a receiver running
+    ``receive_path`` (the product's: :func:`datamover.receive_path.calibration_receive_path`)
+    while datagrams arrive at ``rate_bps``, more than it can take beside them.  The
+    time-slice model gives a backlogged receiver ``left / (1 + c)`` of the core, with
+    ``left = 1 - lambda k`` what the kernel leaves at the arrival rate lambda; at
+    ``capacity_pps`` datagrams per second of its own CPU it drains
+    ``capacity_pps * left / (1 + c)`` per second.  Solved for c with the drained rate
+    measured, that is c_C (as ``benchmarks/validate_transfer.py``'s lab calibration
+    measures it).
+
+    Parameters
+    ----------
+    pair : VethPair
+        The link, entered.
+    tx_cpu : int
+        The sender's core.
+    rate_bps : float
+        Payload bit rate the sender is paced at (bit/s): the line rate.
+    datagrams : sequence of bytes
+        What the sender sends, round robin (valid for ``receive_path``).
+    payload_bytes : int
+        Payload bytes per datagram (for the rate).
+    receive_path : callable
+        ``receive_path(sock)`` -> wake-up function ``(limit) -> datagrams taken``.
+    batch_packets : int
+        N, datagrams per wake-up.
+    capacity_pps : float
+        Datagrams the receive path takes per second of its own CPU: ``mu_net * N``.
+    kernel_s_per_datagram : float
+        k (:func:`measure_kernel_cost`).
+    max_tasks : int, default 3
+        Largest C (1..8).
+    seconds : float, default 0.6
+        Length of each run (s), in (0, 60].
+    rcvbuf_bytes : int, optional
+        SO_RCVBUF of the receiving socket (default: the system's).
+
+    Returns
+    -------
+    list of float
+        c_1 .. c_max_tasks, each clipped to [0.001, 1000].  A receiver that kept up (it
+        drained at least 95 % of what arrived) shows only a bound; its c is recorded as
+        that bound, the most that the run allows.
+    """
+    if not 1 <= max_tasks <= 8:
+        raise ValueError(f"max_tasks must lie in [1, 8], got {max_tasks}")
+    if not 0 < seconds <= 60:
+        raise ValueError(f"seconds must lie in (0, 60], got {seconds}")
+    if not (capacity_pps > 0 and math.isfinite(capacity_pps)):
+        raise ValueError(f"capacity_pps must be positive, got {capacity_pps}")
+    ctx = multiprocessing.get_context("fork")
+    rate_pps = rate_bps / (8.0 * payload_bytes)
+    out: list[float] = []
+    for tasks in range(1, max_tasks + 1):
+        stop = ctx.Event()
+        busy = [
+            ctx.Process(target=_busy, args=(pair.rx_cpu, stop, seconds + 20), daemon=True)
+            for _ in range(tasks)
+        ]
+        for p in busy:
+            p.start()
+        parent, child = ctx.Pipe()
+        try:
+            with _child(
+                ctx,
+                _drain,
+                pair.rx_ns,
+                pair.rx_cpu,
+                receive_path,
+                batch_packets,
+                rcvbuf_bytes,
+                seconds,
+                child,
+            ):
+                if not parent.poll(10):
+                    raise RuntimeError("the contention receiver did not start")
+                address = (pair.rx_address, parent.recv())
+                sent = ctx.Array("d", 2, lock=False)
+                # The sender outlasts the receiver's window, which starts at its first
+                # datagram.
+                with _child(
+                    ctx,
+                    _paced,
+                    pair.tx_ns,
+                    address,
+                    list(datagrams),
+                    rate_pps,
+                    seconds + 0.3,
+                    tx_cpu,
+                    sent,
+                ):
+                    if not parent.poll(seconds + 15):
+                        raise RuntimeError("the contention receiver did not report")
+                    taken, wall = parent.recv()
+        finally:
+            stop.set()
+            for p in busy:
+                p.join(5)
+                if p.is_alive():
+                    p.kill()
+        if wall <= 0 or sent[1] <= 0:
+            raise RuntimeError("the contention run received nothing")
+        lam = sent[0] / sent[1]
+        drained = max(taken / wall, 1.0)
+        left = min(max(1.0 - lam * kernel_s_per_datagram, 1e-3), 1.0)
+        c = left * capacity_pps / drained - 1.0
+        out.append(min(max(c, _MIN_C), _MAX_C))
+    return out
+
+
+def _paced(
+    ns: str,
+    address: tuple[str, int],
+    ring: list[bytes],
+    rate_pps: float,
+    seconds: float,
+    cpu: int,
+    out: Any,
+) -> None:
+    # The measurement's sender: ``ring`` round robin, paced in bursts of half a
+    # millisecond, bounded in count and time; writes (datagrams sent, seconds taken)
+    # into ``out``.
+    enter_namespace(ns)
+    _pin(cpu)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.connect(address)
+    send = s.send
+    size = len(ring)
+    total = max(1, int(rate_pps * seconds))
+    n = 0
+    start = time.monotonic()
+    deadline = start + 4 * seconds + 1
+    try:
+        while n < total:
+            now = time.monotonic()
+            if now > deadline:
+                break
+            owed = min(total, int((now - start) * rate_pps) + 1)
+            if n >= owed:
+                time.sleep(5e-4)
+                continue
+            while n < owed:
+                try:
+                    send(ring[n % size])
+                except OSError:
+                    break
+                n += 1
+    finally:
+        out[0], out[1] = float(n), time.monotonic() - start
+        s.close()
+
+
+@dataclass(frozen=True)
+class KernelShare:
+    """What a calibration learned of the kernel's part of the receiver's core.
+
+    Attributes
+    ----------
+    path : str
+        ``"veth+rps"`` (measured on a :class:`VethPair`) or ``"loopback"`` (not measured).
+    note : str
+        How it was measured, or why it was not.
+    kernel_s : Spread or None
+        k per run (s per datagram); None when not measured.
+    effective_competitors : list of float
+        c_1, c_2, ... (empty when not measured: the model then takes c = C).
+    rate_bps : float
+        The rate the competitors were measured at (bit/s); 0 when not measured.
+    """
+
+    path: str
+    note: str
+    kernel_s: Spread | None = None
+    effective_competitors: list[float] = field(default_factory=list)
+    rate_bps: float = 0.0
+
+    def provenance(self) -> dict[str, Any]:
+        """The fields a stored calibration carries (``transport.time_slice_costs`` reads
+        ``kernel_s_per_datagram`` and ``effective_competitors``)."""
+        out: dict[str, Any] = {"kernel_path": self.path, "kernel_path_note": self.note}
+        if self.kernel_s is not None:
+            out["kernel_s_per_datagram"] = self.kernel_s.mean
+            out["kernel"] = self.kernel_s.to_dict()
+        if self.effective_competitors:
+            out["effective_competitors"] = list(self.effective_competitors)
+            out["competitors_rate_bps"] = self.rate_bps
+        return out
+
+
+def measure_kernel_share(
+    *,
+    rx_cpu: int,
+    tx_cpu: int,
+    line_rate_bps: float,
+    sender_rate_bps: float,
+    datagrams: Sequence[bytes],
+    payload_bytes: int,
+    receive_path: Callable[[socket.socket], Callable[[int], int]],
+    batch_packets: int,
+    capacity_pps: float,
+    runs: int = 3,
+    seconds: float = 1.0,
+    max_tasks: int = 3,
+    path: str = "auto",
+    between: Callable[[], None] | None = None,
+) -> KernelShare:
+    """k and c_C on the receiver's kernel path, or why not: what both calibrations call.
+
+    ``path="auto"`` measures on a :class:`VethPair` where one can be made (root, ``ip``)
+    and otherwise returns a loopback :class:`KernelShare` that says why; ``"veth"``
+    raises instead; ``"loopback"`` measures nothing.
+
+    Parameters
+    ----------
+    rx_cpu, tx_cpu : int
+        The receiver's and the sender's cores.
+    line_rate_bps : float
+        The profile's line rate (bit/s): the competitors are measured at
+        ``min(line_rate_bps, sender_rate_bps)``.
+    sender_rate_bps : float
+        The calibration sender's back-to-back rate (bit/s); k is measured at 60 % of the
+        smaller of the two.
+    datagrams, payload_bytes, receive_path, batch_packets, capacity_pps
+        As :func:`measure_competitors` takes them.
+    runs : int, default 3
+        Runs of :func:`measure_kernel_cost`.
+    seconds : float, default 1
+        Length of each kernel-cost run (s); the contention runs take 0.6 of it each.
+    max_tasks : int, default 3
+        Largest C measured.
+    path : {"auto", "veth", "loopback"}
+        Where to measure.
+    between : callable, optional
+        Called between the measurements (a receiver waits there while it receives).
+    """
+    if path not in ("auto", "veth", "loopback"):
+        raise ValueError(f"path must be auto, veth or loopback, got {path!r}")
+    loopback_note = (
+        "over loopback the kernel's receive work runs on the sender's core: k and c_C "
+        "not measured (the model takes k = 0 and c = C)"
+    )
+    if path == "loopback":
+        return KernelShare("loopback", f"{loopback_note}; asked for")
+    why = veth_unavailable()
+    if why is not None:
+        if path == "veth":
+            raise RuntimeError(f"cannot make a veth link: {why}")
+        return KernelShare("loopback", f"{loopback_note}; no veth link: {why}")
+    rate = min(line_rate_bps, sender_rate_bps)
+    datagram_bytes = max(len(d) for d in datagrams)
+    try:
+        with VethPair(rx_cpu) as pair:
+            if between is not None:
+                between()
+            k = measure_kernel_cost(
+                pair,
+                tx_cpu=tx_cpu,
+                rate_bps=0.6 * rate,
+                datagram_bytes=datagram_bytes,
+                payload_bytes=payload_bytes,
+                runs=runs,
+                seconds=seconds,
+            )
+            if between is not None:
+                between()
+            competitors = measure_competitors(
+                pair,
+                tx_cpu=tx_cpu,
+                rate_bps=rate,
+                datagrams=datagrams,
+                payload_bytes=payload_bytes,
+                receive_path=receive_path,
+                batch_packets=batch_packets,
+                capacity_pps=capacity_pps,
+                kernel_s_per_datagram=k.mean,
+                max_tasks=max_tasks,
+                seconds=0.6 * seconds,
+            )
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+        if path == "veth":
+            raise RuntimeError(f"cannot make a veth link: {exc}") from exc
+        return KernelShare("loopback", f"{loopback_note}; the veth link failed: {exc}")
+    except RuntimeError as exc:  # the receive core never idle, a child that did not start
+        if path == "veth":
+            raise
+        return KernelShare("loopback", f"{loopback_note}; the measurement failed: {exc}")
+    return KernelShare(
+        "veth+rps",
+        f"veth pair between two namespaces of its own, RPS to CPU {rx_cpu}; k at "
+        f"{0.6 * rate / 1e6:.0f} Mbit/s, c_C at {rate / 1e6:.0f} Mbit/s",
+        kernel_s=k,
+        effective_competitors=competitors,
+        rate_bps=rate,
+    )

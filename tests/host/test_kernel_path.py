@@ -1,0 +1,115 @@
+"""The kernel's part of the receiver's core (host.kernel_path): k and c_C, and their way
+into the model.
+
+The magnitudes are checked against the kernel's own accounting in
+``benchmarks/kernel_cost.py`` (on a quiet machine: an IdleSpinner cannot measure a core
+that other work keeps busy, as a test suite does); here, that the measurement runs on the
+real link, leaves nothing behind, stays in physical bounds, and that what a calibration
+stores is what the time-slice model reads.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from datamover import HEADER_BYTES
+from datamover.receive_path import calibration_receive_path
+from host import DEFAULT_PROFILE, host_profile
+from host import kernel_path as kp
+from host.calibration import Spread
+from transport import time_slice_costs
+
+needs_veth = pytest.mark.skipif(
+    kp.veth_unavailable() is not None or len(os.sched_getaffinity(0)) < 2,
+    reason=f"a veth link needs root, ip and two CPUs ({kp.veth_unavailable()})",
+)
+
+
+def _namespaces() -> set[str]:
+    done = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=10)
+    return {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
+
+
+def test_what_a_calibration_stores_is_what_the_model_reads() -> None:
+    share = kp.KernelShare(
+        "veth+rps",
+        "test",
+        kernel_s=Spread.of([1.5e-5, 1.7e-5]),
+        effective_competitors=[0.5, 2.9, 2.6],
+        rate_bps=5e8,
+    )
+    costs = time_slice_costs(
+        {"time_slice_s": 3e-3, **share.provenance()}, host_profile(DEFAULT_PROFILE)
+    )
+    assert costs.kernel_s_per_datagram == pytest.approx(1.6e-5, rel=1e-12)
+    assert costs.effective_competitors == (0.5, 2.9, 2.6)
+
+
+def test_no_measurement_leaves_the_models_defaults() -> None:
+    share = kp.KernelShare("loopback", "not measured")
+    costs = time_slice_costs(share.provenance(), host_profile(DEFAULT_PROFILE))
+    assert costs.kernel_s_per_datagram == 0.0 and costs.effective_competitors == ()
+    assert share.provenance()["kernel_path"] == "loopback"
+
+
+def _share(path: str) -> kp.KernelShare:
+    datagrams, receive = calibration_receive_path(1468, packets=64)
+    return kp.measure_kernel_share(
+        rx_cpu=0,
+        tx_cpu=1,
+        line_rate_bps=3e8,
+        sender_rate_bps=6e8,
+        datagrams=datagrams,
+        payload_bytes=1468,
+        receive_path=receive,
+        batch_packets=16,
+        capacity_pps=2e5,
+        runs=1,
+        seconds=0.3,
+        max_tasks=2,
+        path=path,
+    )
+
+
+def test_without_a_veth_link_it_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kp, "veth_unavailable", lambda: "not root")
+    share = _share("auto")
+    assert share.path == "loopback" and "not root" in share.note
+    assert share.kernel_s is None and share.effective_competitors == []
+    with pytest.raises(RuntimeError, match="not root"):
+        _share("veth")
+    assert "asked for" in _share("loopback").note
+    with pytest.raises(ValueError, match="auto, veth or loopback"):
+        _share("wire")
+
+
+@needs_veth
+def test_the_pair_goes_away_with_its_namespaces() -> None:
+    before = _namespaces()
+    with kp.VethPair(0) as pair:
+        assert {pair.rx_ns, pair.tx_ns} <= _namespaces()
+    assert _namespaces() == before
+
+
+@needs_veth
+def test_kernel_cost_and_competitors_on_a_real_link() -> None:
+    before = _namespaces()
+    share = _share("veth")
+    assert share.path == "veth+rps" and share.kernel_s is not None
+    # Physical bounds: a datagram's receive path costs more than 0.1 us and less than
+    # 1 ms of a core on any host that runs this suite (the quiet figure is 10-40 us).
+    assert 1e-7 < share.kernel_s.mean < 1e-3
+    assert len(share.effective_competitors) == 2
+    assert all(1e-3 <= c <= 1e3 for c in share.effective_competitors)
+    assert _namespaces() == before
+
+
+@needs_veth
+def test_kernel_cost_refuses_the_receive_core_as_sender() -> None:
+    with kp.VethPair(0) as pair, pytest.raises(ValueError, match="sender's core"):
+        kp.measure_kernel_cost(
+            pair, tx_cpu=0, rate_bps=1e8, datagram_bytes=HEADER_BYTES + 1468, payload_bytes=1468
+        )
