@@ -31,8 +31,8 @@ and over the pairs whose runs had the same line rate.
 Beside each, the model's own figure in run A (as ``validate_transfer.py`` scored it).
 Nothing is measured here and no machine state matters: run it anywhere::
 
-    .venv/bin/python benchmarks/validation_noise.py docs/validate_transfer_lag_run1.json \\
-        docs/validate_transfer_lag_run2.json [more runs ...] [--json out.json]
+    .venv/bin/python benchmarks/validation_noise.py docs/results/validate_transfer_lag_run1.json \\
+        docs/results/validate_transfer_lag_run2.json [more runs ...] [--json out.json]
 """
 
 from __future__ import annotations

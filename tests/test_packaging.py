@@ -24,8 +24,19 @@ SOURCES = ("srn", "host", "queues", "transport", "datamover", "planning", "app")
 TEST_SOURCES = (*SOURCES, "tests", "benchmarks", "conftest.py")
 # Declared but never imported by name, each for a stated reason (pyproject's comments):
 # uvicorn picks up uvloop and httptools on its own; ruff and mypy are commands that
-# scripts/test runs; SQLAlchemy loads psycopg for postgresql+psycopg:// URLs.
-NOT_IMPORTED = {"uvloop", "httptools", "ruff", "mypy", "psycopg"}
+# scripts/test runs; SQLAlchemy loads psycopg for postgresql+psycopg:// URLs; mkdocs and
+# its theme and plugins build the documentation site (`mkdocs build --strict`, mkdocs.yml).
+NOT_IMPORTED = {
+    "uvloop",
+    "httptools",
+    "ruff",
+    "mypy",
+    "psycopg",
+    "mkdocs",
+    "mkdocs-material",
+    "mkdocstrings",
+    "mkdocs-click",
+}
 # The bench extra (stormpy) is not installed for the tests, so its requirements are
 # invisible to the metadata walk; `pip install --dry-run --report - stormpy==2.0.0`
 # lists them.
