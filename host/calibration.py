@@ -454,9 +454,25 @@ def measure_time_slice(
 def _two_cpus(receiver_cpu: int | None, sender_cpu: int | None) -> tuple[int, int]:
     cpus = sorted(os.sched_getaffinity(0))
     rx = cpus[0] if receiver_cpu is None else receiver_cpu
-    others = [c for c in cpus if c != rx]
-    tx = (others[0] if others else rx) if sender_cpu is None else sender_cpu
-    return rx, tx
+    if sender_cpu is not None:
+        return rx, sender_cpu
+    # A receiver pinned to one core (taskset -c 0) still calibrates with its sender on
+    # another: a child may run on any online core, whatever its parent's affinity.
+    others = [c for c in cpus if c != rx] or [c for c in _online_cpus() if c != rx]
+    return rx, (others[0] if others else rx)
+
+
+def _online_cpus() -> list[int]:
+    """The CPUs online (``/sys/devices/system/cpu/online``, e.g. ``0-3,6``)."""
+    try:
+        text = Path("/sys/devices/system/cpu/online").read_text().strip()
+    except OSError:
+        return list(range(os.cpu_count() or 1))
+    cpus: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
 
 
 def measure_net_service(

@@ -52,6 +52,7 @@ __all__ = [
     "measure_competitors",
     "measure_kernel_cost",
     "measure_kernel_share",
+    "measure_sender_rate",
     "veth_unavailable",
 ]
 
@@ -267,6 +268,31 @@ def measure_kernel_cost(
     return Spread.of(costs)
 
 
+def measure_sender_rate(
+    pair: VethPair, *, tx_cpu: int, datagram_bytes: int, payload_bytes: int, seconds: float = 0.4
+) -> float:
+    """The payload bit rate (bit/s) the measurement's sender reaches over ``pair``, back
+    to back into a socket nobody reads: the most that k and c_C can be measured at."""
+    ctx = multiprocessing.get_context("fork")
+    stop = ctx.Event()
+    parent, child = ctx.Pipe()
+    out = ctx.Array("d", 2, lock=False)
+    try:
+        with _child(ctx, _sink, pair.rx_ns, child, stop):
+            if not parent.poll(10):
+                raise RuntimeError("the kernel-cost sink did not start")
+            address = (pair.rx_address, parent.recv())
+            ring = [bytes(datagram_bytes)]
+            with _child(ctx, _paced, pair.tx_ns, address, ring, 1e8, seconds, tx_cpu, out, seconds):
+                pass
+            stop.set()
+    finally:
+        stop.set()
+    if out[0] <= 0 or out[1] <= 0:
+        raise RuntimeError("the kernel-cost sender sent nothing")
+    return out[0] * 8.0 * payload_bytes / out[1]
+
+
 def _busy(cpu: int, stop: Any, seconds: float) -> None:
     _pin(cpu)
     end = time.monotonic() + seconds
@@ -446,10 +472,11 @@ def _paced(
     seconds: float,
     cpu: int,
     out: Any,
+    max_s: float | None = None,
 ) -> None:
     # The measurement's sender: ``ring`` round robin, paced in bursts of half a
-    # millisecond, bounded in count and time; writes (datagrams sent, seconds taken)
-    # into ``out``.
+    # millisecond, bounded in count and time (``max_s``, default 4 ``seconds`` + 1 s);
+    # writes (datagrams sent, seconds taken) into ``out``.
     enter_namespace(ns)
     _pin(cpu)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -459,13 +486,13 @@ def _paced(
     total = max(1, int(rate_pps * seconds))
     n = 0
     start = time.monotonic()
-    deadline = start + 4 * seconds + 1
+    deadline = start + (4 * seconds + 1 if max_s is None else max_s)
     try:
         while n < total:
             now = time.monotonic()
             if now > deadline:
                 break
-            owed = min(total, int((now - start) * rate_pps) + 1)
+            owed = min(total, int((now - start) * rate_pps) + 1, n + 256)
             if n >= owed:
                 time.sleep(5e-4)
                 continue
@@ -545,11 +572,11 @@ def measure_kernel_share(
     rx_cpu, tx_cpu : int
         The receiver's and the sender's cores.
     line_rate_bps : float
-        The profile's line rate (bit/s): the competitors are measured at
-        ``min(line_rate_bps, sender_rate_bps)``.
+        The profile's line rate (bit/s): the competitors are measured at the least of
+        it, ``sender_rate_bps`` and what the sender reaches over the veth pair
+        (:func:`measure_sender_rate`); k at 60 % of that, where the kernel keeps up.
     sender_rate_bps : float
-        The calibration sender's back-to-back rate (bit/s); k is measured at 60 % of the
-        smaller of the two.
+        The calibration sender's back-to-back rate over loopback (bit/s).
     datagrams, payload_bytes, receive_path, batch_packets, capacity_pps
         As :func:`measure_competitors` takes them.
     runs : int, default 3
@@ -576,12 +603,25 @@ def measure_kernel_share(
         if path == "veth":
             raise RuntimeError(f"cannot make a veth link: {why}")
         return KernelShare("loopback", f"{loopback_note}; no veth link: {why}")
-    rate = min(line_rate_bps, sender_rate_bps)
+    if rx_cpu == tx_cpu:
+        if path == "veth":
+            raise RuntimeError("the kernel's cost needs the sender on another core")
+        return KernelShare("loopback", f"{loopback_note}; one core: no sender beside it")
     datagram_bytes = max(len(d) for d in datagrams)
     try:
         with VethPair(rx_cpu) as pair:
             if between is not None:
                 between()
+            rate = min(
+                line_rate_bps,
+                sender_rate_bps,
+                measure_sender_rate(
+                    pair,
+                    tx_cpu=tx_cpu,
+                    datagram_bytes=datagram_bytes,
+                    payload_bytes=payload_bytes,
+                ),
+            )
             k = measure_kernel_cost(
                 pair,
                 tx_cpu=tx_cpu,

@@ -95,7 +95,6 @@ __all__ = [
     "NicService",
     "NoCompletingRateError",
     "PipelineResult",
-    "ReceiveReport",
     "TimeSliceCosts",
     "TimeSliceCurve",
     "TimeSliceResult",

@@ -133,3 +133,26 @@ def _spin_for(cpu: int, seconds: float) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         pass
+
+
+def test_a_receiver_pinned_to_one_core_calibrates_with_its_sender_on_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `taskset -c 0 blastrate receive`: the quick calibration's sender (and the kernel
+    # path's) must still run on another core, or its sends share the receiver's.
+    from host import calibration
+
+    monkeypatch.setattr(calibration.os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(calibration, "_online_cpus", lambda: [0, 1, 2])
+    assert calibration._two_cpus(None, None) == (0, 1)
+    assert calibration._two_cpus(2, None) == (2, 0)
+    assert calibration._two_cpus(0, 5) == (0, 5)
+    monkeypatch.setattr(calibration, "_online_cpus", lambda: [0])
+    assert calibration._two_cpus(None, None) == (0, 0)
+
+
+def test_online_cpus_reads_the_kernels_list() -> None:
+    from host.calibration import _online_cpus
+
+    cpus = _online_cpus()
+    assert cpus == sorted(set(cpus)) and set(os.sched_getaffinity(0)) <= set(cpus)
