@@ -12,12 +12,15 @@ Fig. 1b, SPEC sections 1 and 2)::
 The conventions (units, processor-sharing shares) are in ``docs/conventions.md``.
 """
 
-from .errors import WorkloadError
-from .nets import end_system_nets, end_system_state_count
-from .profiles import DEFAULT_PROFILE, HOST_PROFILES, HostProfile, host_profile
-from .service_time import EndSystemOccupancy, InterruptServiceTime, interrupt_service_time
-from .store import ProfileStore, ProfileStoreError, StoredProfile
-from .workload import MAX_CORES, MAX_DISKS, MAX_TASKS, Workload
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .errors import WorkloadError
+    from .nets import end_system_nets, end_system_state_count
+    from .profiles import DEFAULT_PROFILE, HOST_PROFILES, HostProfile, host_profile
+    from .service_time import EndSystemOccupancy, InterruptServiceTime, interrupt_service_time
+    from .store import ProfileStore, ProfileStoreError, StoredProfile
+    from .workload import MAX_CORES, MAX_DISKS, MAX_TASKS, Workload
 
 __all__ = [
     "DEFAULT_PROFILE",
@@ -38,3 +41,42 @@ __all__ = [
     "host_profile",
     "interrupt_service_time",
 ]
+
+
+# Each public name's module, imported when the name is first used (PEP 562), so that
+# importing one light part (the errors, the profiles) does not load the solvers, SciPy
+# and the compiled kernels of the rest.
+_LAZY: dict[str, str] = {
+    "WorkloadError": "errors",
+    "end_system_nets": "nets",
+    "end_system_state_count": "nets",
+    "DEFAULT_PROFILE": "profiles",
+    "HOST_PROFILES": "profiles",
+    "HostProfile": "profiles",
+    "host_profile": "profiles",
+    "EndSystemOccupancy": "service_time",
+    "InterruptServiceTime": "service_time",
+    "interrupt_service_time": "service_time",
+    "ProfileStore": "store",
+    "ProfileStoreError": "store",
+    "StoredProfile": "store",
+    "MAX_CORES": "workload",
+    "MAX_DISKS": "workload",
+    "MAX_TASKS": "workload",
+    "Workload": "workload",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

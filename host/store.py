@@ -41,10 +41,8 @@ import os
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import platformdirs
 from sqlalchemy import (
     JSON,
     DateTime,
@@ -61,6 +59,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.orm.exc import StaleDataError
 
 from .database import for_writing, open_engine, take_turns
+from .default_profile import DATABASE_URL_ENV, FALLBACK_PROFILE, default_database_file
 from .errors import WorkloadError
 from .profiles import HOST_PROFILES, HostProfile
 
@@ -75,10 +74,6 @@ __all__ = [
     "host_default_writes",
 ]
 
-#: Environment variable that points every store at another database.
-DATABASE_URL_ENV = "BLASTRATE_DATABASE_URL"
-#: The profile used when no host default is set: the paper's.
-_FALLBACK_PROFILE = "sx280-2007"
 
 #: Largest provenance object stored beside a profile (bytes of compact JSON).
 MAX_PROVENANCE_BYTES = 65_536
@@ -122,9 +117,9 @@ def database_url(url: str | None = None) -> str:
     env = os.environ.get(DATABASE_URL_ENV)
     if env:
         return env
-    folder = Path(platformdirs.user_data_dir("blastrate"))
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / 'blastrate.db'}"
+    file = default_database_file()
+    file.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{file}"
 
 
 class _Base(DeclarativeBase):
@@ -429,7 +424,7 @@ class ProfileStore:
     def default_entry(self) -> StoredProfile:
         """The host default's profile and provenance; the paper's ``sx280-2007`` when no
         default is set."""
-        return self.entry(self.default_name() or _FALLBACK_PROFILE)
+        return self.entry(self.default_name() or FALLBACK_PROFILE)
 
     def set_default(self, name: str | None) -> None:
         """Make ``name`` (an existing profile) this host's default; None clears it.

@@ -20,16 +20,19 @@ Rules: the paper's fixed batch N (default), or the general ``[a, b]`` rule
 (``phase_type=(alpha, T)``, ``service_rate=None``).
 """
 
-from .bulk import BulkQueueSolution, bulk_service_queue, loss_probability
-from .errors import QueueParameterError
-from .modulated import (
-    ModulatedQueue,
-    blast_loss,
-    blast_loss_terms,
-    lag_environment,
-    modulated_loss,
-    time_slice_environment,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .bulk import BulkQueueSolution, bulk_service_queue, loss_probability
+    from .errors import QueueParameterError
+    from .modulated import (
+        ModulatedQueue,
+        blast_loss,
+        blast_loss_terms,
+        lag_environment,
+        modulated_loss,
+        time_slice_environment,
+    )
 
 __all__ = [
     "BulkQueueSolution",
@@ -43,3 +46,35 @@ __all__ = [
     "modulated_loss",
     "time_slice_environment",
 ]
+
+
+# Each public name's module, imported when the name is first used (PEP 562), so that
+# importing one light part (the errors, the profiles) does not load the solvers, SciPy
+# and the compiled kernels of the rest.
+_LAZY: dict[str, str] = {
+    "BulkQueueSolution": "bulk",
+    "bulk_service_queue": "bulk",
+    "loss_probability": "bulk",
+    "QueueParameterError": "errors",
+    "ModulatedQueue": "modulated",
+    "blast_loss": "modulated",
+    "blast_loss_terms": "modulated",
+    "lag_environment": "modulated",
+    "modulated_loss": "modulated",
+    "time_slice_environment": "modulated",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

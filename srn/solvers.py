@@ -19,7 +19,6 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 import scipy.sparse.linalg as spla
 from numpy.typing import ArrayLike, NDArray
-from scipy import optimize, special
 
 from ._generator import DENSE_MAX, as_generator
 from .errors import AbsorptionError, LimitExceededError, SRNError
@@ -44,6 +43,8 @@ def _poisson_window(qt: float, eps: float) -> tuple[int, int, NDArray[np.float64
     """
     if qt == 0:
         return 0, 0, np.ones(1), 0.0
+    from scipy import special  # here: a quick answer that never needs it does not load it
+
     log_term = math.log(2.0 / eps)
     upper = log_term / 3.0 + math.sqrt((log_term / 3.0) ** 2 + 2.0 * qt * log_term)
     right = math.ceil(qt + upper) + 1
@@ -274,6 +275,8 @@ def _quantile(survival: Any, level: float, mean: float, atom: float) -> float:
         raise SRNError(f"quantile level must lie in (0, 1), got {level}")
     if level <= atom:
         return 0.0
+    from scipy import optimize  # here: SciPy's optimisers take a tenth of a second to load
+
     target = 1.0 - level
     hi = max(mean, 1e-300)
     while survival(np.array([hi]))[0] > target:

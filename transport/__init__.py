@@ -49,40 +49,43 @@ rounds = ceil(N_resend) + 1, loss >= 1 never completes (``completes`` False, ``N
 ``to_dict()``), and the search is a deterministic global scan plus refinement to 0.1 Mbps.
 """
 
-from .curve import TransferCurve
-from .errors import NoCompletingRateError, TransportParameterError
-from .pipeline import NicService, PipelineResult, workload_bottleneck_rate
-from .rate_search import (
-    MAX_CURVE_POINTS,
-    BottleneckRate,
-    LossFunction,
-    bulk_queue_bottleneck_rate,
-    effective_bottleneck_rate,
-)
-from .rbudp import (
-    DEFAULT_HEADER_BYTES,
-    DEFAULT_PACKET_PAYLOAD_BYTES,
-    TransferTerms,
-    TransferTime,
-    total_size_bytes,
-    transfer_time,
-    transfer_time_terms,
-)
-from .timeslice import (
-    DEFAULT_SETTLE_S,
-    DEFAULT_TIME_SLICE_S,
-    TimeSliceCosts,
-    TimeSliceCurve,
-    TimeSliceResult,
-    TimeSliceTerms,
-    scheduled_competitors,
-    time_slice_bottleneck_rate,
-    time_slice_costs,
-    time_slice_grid,
-    time_slice_refinement,
-    time_slice_terms,
-    time_slice_work,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .curve import TransferCurve
+    from .errors import NoCompletingRateError, TransportParameterError
+    from .pipeline import NicService, PipelineResult, workload_bottleneck_rate
+    from .rate_search import (
+        MAX_CURVE_POINTS,
+        BottleneckRate,
+        LossFunction,
+        bulk_queue_bottleneck_rate,
+        effective_bottleneck_rate,
+    )
+    from .rbudp import (
+        DEFAULT_HEADER_BYTES,
+        DEFAULT_PACKET_PAYLOAD_BYTES,
+        TransferTerms,
+        TransferTime,
+        total_size_bytes,
+        transfer_time,
+        transfer_time_terms,
+    )
+    from .timeslice import (
+        DEFAULT_SETTLE_S,
+        DEFAULT_TIME_SLICE_S,
+        TimeSliceCosts,
+        TimeSliceCurve,
+        TimeSliceResult,
+        TimeSliceTerms,
+        scheduled_competitors,
+        time_slice_bottleneck_rate,
+        time_slice_costs,
+        time_slice_grid,
+        time_slice_refinement,
+        time_slice_terms,
+        time_slice_work,
+    )
 
 __all__ = [
     "DEFAULT_HEADER_BYTES",
@@ -117,3 +120,56 @@ __all__ = [
     "transfer_time_terms",
     "workload_bottleneck_rate",
 ]
+
+
+# Each public name's module, imported when the name is first used (PEP 562), so that
+# importing one light part (the errors, the profiles) does not load the solvers, SciPy
+# and the compiled kernels of the rest.
+_LAZY: dict[str, str] = {
+    "TransferCurve": "curve",
+    "NoCompletingRateError": "errors",
+    "TransportParameterError": "errors",
+    "NicService": "pipeline",
+    "PipelineResult": "pipeline",
+    "workload_bottleneck_rate": "pipeline",
+    "BottleneckRate": "rate_search",
+    "LossFunction": "rate_search",
+    "MAX_CURVE_POINTS": "rate_search",
+    "bulk_queue_bottleneck_rate": "rate_search",
+    "effective_bottleneck_rate": "rate_search",
+    "DEFAULT_HEADER_BYTES": "rbudp",
+    "DEFAULT_PACKET_PAYLOAD_BYTES": "rbudp",
+    "TransferTerms": "rbudp",
+    "TransferTime": "rbudp",
+    "total_size_bytes": "rbudp",
+    "transfer_time": "rbudp",
+    "transfer_time_terms": "rbudp",
+    "DEFAULT_SETTLE_S": "timeslice",
+    "DEFAULT_TIME_SLICE_S": "timeslice",
+    "TimeSliceCosts": "timeslice",
+    "TimeSliceCurve": "timeslice",
+    "TimeSliceResult": "timeslice",
+    "TimeSliceTerms": "timeslice",
+    "scheduled_competitors": "timeslice",
+    "time_slice_bottleneck_rate": "timeslice",
+    "time_slice_costs": "timeslice",
+    "time_slice_grid": "timeslice",
+    "time_slice_refinement": "timeslice",
+    "time_slice_terms": "timeslice",
+    "time_slice_work": "timeslice",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

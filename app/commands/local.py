@@ -13,6 +13,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -66,15 +67,19 @@ def progress_text(label: str, info: Mapping[str, Any]) -> str:
 def library_errors(aliases: Mapping[str, str] | None = None) -> Iterator[None]:
     """Library errors raised inside the block become one-line :class:`CliError`."""
     from app.schemas.problems import ProblemError, translated_errors
-    from host.store import ProfileStoreError
 
     try:
         with translated_errors(aliases):
             yield
     except ProblemError as problem:
         raise error_from_problem(problem.to_dict(""), local=True) from None
-    except ProfileStoreError as exc:
-        raise profile_database_error(exc) from None
+    except Exception as exc:
+        # Only a block that opened the profile store can raise its error: the store (and
+        # SQLAlchemy with it) is not imported here for a block that never reads it.
+        store = sys.modules.get("host.store")
+        if store is not None and isinstance(exc, store.ProfileStoreError):
+            raise profile_database_error(exc) from None
+        raise
 
 
 def profile_database_error(exc: ProfileStoreError) -> CliError:

@@ -15,18 +15,22 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import httpx
 
 from app.operations.capacity import parse_inputs
 from app.schemas.units import QuantityError, parse_duration
 from planning import DEFAULT_MAX_POINTS, PlanningError, run_sweep
-from planning.plots import curve_figure, render, sweep_figure
 from planning.whatif import DEFAULT_MAX_BUFFER_PACKETS, what_if
 
 from .common import FINITE, OPTION_OF, print_table, stdout_console, stdout_is_terminal
+
+if TYPE_CHECKING:
+    import httpx
+
+# Matplotlib (planning.plots, 0.7 s) is imported only to draw a --plot, and httpx only to
+# ask a --server: the commands answer without either.
 
 __all__ = ["curve_plot_option", "sweep", "what_if_command", "write_curve_plot"]
 
@@ -124,6 +128,8 @@ def _specs(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _post(server: str, path: str, payload: dict[str, Any], timeout: float) -> httpx.Response:
+    import httpx
+
     try:
         response = httpx.post(server.rstrip("/") + path, json=payload, timeout=timeout)
     except httpx.HTTPError as exc:
@@ -285,6 +291,8 @@ def _sweep(
         if series is None:
             rest = [n for n in names if n != x]
             series = rest[0] if rest else None
+        from planning.plots import render, sweep_figure
+
         content = render(sweep_figure(records, x, series=series, y=y), fmt)  # type: ignore[arg-type]
         Path(plot).write_bytes(content)
     if not (as_json or as_csv) or output:
@@ -478,6 +486,8 @@ def write_curve_plot(body: dict[str, Any], path: str) -> None:
         for r, t in zip(curve["send_rate_bps"], curve["total_s"], strict=True)
         if t is not None
     ]
+    from planning.plots import curve_figure, render
+
     fig = curve_figure(
         [r for r, _ in pairs],
         [t for _, t in pairs],

@@ -13,20 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import host as host_models
 import transport
 from app.schemas.problems import translated_errors
-from host import (
-    HOST_PROFILES,
-    HostProfile,
-    Workload,
-    end_system_state_count,
-    interrupt_service_time,
-)
-from host.store import default_store
+from host import HOST_PROFILES, HostProfile, Workload, end_system_state_count
+
+if TYPE_CHECKING:
+    from host.store import ProfileStore
 
 __all__ = [
     "HOST_FIELDS",
@@ -102,6 +99,22 @@ class MethodInputs:
         return out
 
 
+def _default_store() -> ProfileStore:
+    # The profile store brings SQLAlchemy (a quarter of a second): loaded when a profile
+    # is looked up by name, not when this module is imported.
+    from host.store import default_store
+
+    return default_store()
+
+
+def _default_profile() -> HostProfile:
+    """This host's default profile: read without SQLAlchemy when it is a built-in one
+    (:func:`host.default_profile.built_in_default`), else from the store."""
+    from host.default_profile import built_in_default
+
+    return built_in_default() or _default_store().default_entry().profile
+
+
 def resolve_host(profile: str | HostProfile, overrides: Mapping[str, Any]) -> HostProfile:
     """The profile with the given (non-None) overrides applied and validated.
 
@@ -115,7 +128,12 @@ def resolve_host(profile: str | HostProfile, overrides: Mapping[str, Any]) -> Ho
     host.ProfileStoreError
         When a stored name cannot be read from the database.
     """
-    base = profile if isinstance(profile, HostProfile) else default_store().get(profile)
+    if isinstance(profile, HostProfile):
+        base = profile
+    elif isinstance(profile, str) and profile in HOST_PROFILES:
+        base = HOST_PROFILES[profile]  # what the store answers first, without opening it
+    else:
+        base = _default_store().get(profile)
     changes = {k: v for k, v in overrides.items() if v is not None}
     return base.replace(**changes) if changes else base
 
@@ -164,7 +182,7 @@ def resolve_inputs(
     )
     named = host.get("profile")
     profile = resolve_host(
-        default_store().default_entry().profile if named is None else named,
+        _default_profile() if named is None else named,
         {k: host.get(k) for k in HOST_FIELDS},
     )
     if transfer is None:
@@ -184,7 +202,7 @@ def resolve_inputs(
                 "nic_service", "the time-slice model takes the exponential NIC service only"
             )
         if not isinstance(named, HostProfile):
-            store = default_store()
+            store = _default_store()
             entry = store.default_entry() if named is None else store.entry(named)
             provenance = entry.provenance
         costs = transport.time_slice_costs(provenance, profile)
@@ -364,7 +382,7 @@ def _time_slice_answer(
     if options.get("include_service_time"):
         # The workload's interrupt service time as the paper defines it (all C tasks
         # shared), for comparison; the model above used the receiver's own rate.
-        service = interrupt_service_time(workload, host)
+        service = host_models.interrupt_service_time(workload, host)
         body["service_time"] = _service_time_summary(service, options)
     return body
 
@@ -404,7 +422,7 @@ def compute_service_time(inputs: Mapping[str, Any], options: Mapping[str, Any]) 
         ``include_phase_type`` (bool).
     """
     workload, host = _objects(inputs)
-    service = interrupt_service_time(
+    service = host_models.interrupt_service_time(
         workload,
         host,
         times=options.get("times_s"),

@@ -26,7 +26,7 @@ from typing import Any
 import queues
 import srn
 import transport
-from host import WorkloadError
+from host import WorkloadError  # light: the packages load their parts on first use
 
 from .units import QuantityError
 
