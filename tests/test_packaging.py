@@ -24,8 +24,9 @@ SOURCES = ("srn", "host", "queues", "transport", "datamover", "planning", "app")
 TEST_SOURCES = (*SOURCES, "tests", "benchmarks", "conftest.py")
 # Declared but never imported by name, each for a stated reason (pyproject's comments):
 # uvicorn picks up uvloop and httptools on its own; ruff and mypy are commands that
-# scripts/test runs; SQLAlchemy loads psycopg for postgresql+psycopg:// URLs.
-NOT_IMPORTED = {"uvloop", "httptools", "ruff", "mypy", "psycopg"}
+# scripts/test runs; SQLAlchemy loads psycopg for postgresql+psycopg:// URLs; pytest
+# loads pytest-xdist as a plugin (scripts/test's -n).
+NOT_IMPORTED = {"uvloop", "httptools", "ruff", "mypy", "psycopg", "pytest-xdist"}
 # The bench extra (stormpy) is not installed for the tests, so its requirements are
 # invisible to the metadata walk; `pip install --dry-run --report - stormpy==2.0.0`
 # lists them.
