@@ -3,6 +3,12 @@
 (At the repository root, outside the doctest-collected folders: several ``conftest.py``
 without packages would clash under ``--doctest-modules``.)
 
+The session runs in a temporary directory of its own: ``TMPDIR`` points there (for this
+process, pytest-xdist's workers and every process a test starts) and the session removes
+it at its end, so that what a run's processes leave in the temp directory goes with it:
+multiprocessing's ``pymp-*`` folders (removed by a process only when it exits
+normally), Dask's ``dask-scratch-space``, pytest's own ``tmp_path`` folders.
+
 ``BLASTRATE_DATABASE_URL`` points at a SQLite file in a temporary directory for the
 whole session, set before any test module is imported; tests that need a database of
 their own pass an explicit URL.  ``BLASTRATE_NO_CALIBRATE`` keeps receivers from
@@ -18,10 +24,17 @@ import tempfile
 import pytest
 
 _FOLDER: str | None = None
+#: The session's temp directory (``TMPDIR``), made and removed by the controlling process
+#: (with pytest-xdist, its workers inherit it and leave it alone).
+_SESSION_TMP: str | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _FOLDER
+    global _FOLDER, _SESSION_TMP
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        _SESSION_TMP = tempfile.mkdtemp(prefix="blastrate-tests-")
+        os.environ["TMPDIR"] = _SESSION_TMP
+        tempfile.tempdir = None  # gettempdir() reads TMPDIR again
     _FOLDER = tempfile.mkdtemp(prefix="blastrate-test-db-")
     os.environ["BLASTRATE_DATABASE_URL"] = f"sqlite:///{_FOLDER}/blastrate.db"
     # A receiver on a host without a profile measures one at its first start (a few
@@ -33,6 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _FOLDER is not None:
         shutil.rmtree(_FOLDER, ignore_errors=True)
+    if _SESSION_TMP is not None:
+        shutil.rmtree(_SESSION_TMP, ignore_errors=True)
 
 
 #: The PostgreSQL server that ``scripts/test`` starts (from Debian's packages), or None.
@@ -40,23 +55,50 @@ POSTGRES_URL = os.environ.get("BLASTRATE_TEST_DATABASE_URL")
 _STORE_TABLES = ("srn_jobs", "host_profiles", "host_default")
 
 
+@pytest.fixture(scope="session")
+def postgres_url(worker_id: str) -> str | None:
+    """The PostgreSQL database of this pytest-xdist worker: ``BLASTRATE_TEST_DATABASE_URL``
+    itself without xdist, else a database ``<its name>_<worker>`` on the same server,
+    created here, so that two workers never drop each other's tables."""
+    if not POSTGRES_URL or worker_id == "master":
+        return POSTGRES_URL
+    import sqlalchemy as sa
+
+    url = sa.make_url(POSTGRES_URL)
+    name = f"{url.database}_{worker_id}"
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        exists = conn.execute(
+            sa.text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": name}
+        ).first()
+        if exists is None:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return url.set(database=name).render_as_string(hide_password=False)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+def store_url(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    postgres_url: str | None,
+) -> str:
     """A fresh, empty database for a store test, once on each backend as deployed: an
-    SQLite file, and the PostgreSQL server of ``BLASTRATE_TEST_DATABASE_URL`` with the
-    stores' tables dropped first (its advisory locks run only there)."""
+    SQLite file, and the PostgreSQL server of ``BLASTRATE_TEST_DATABASE_URL`` (a database
+    of this xdist worker's own: :func:`postgres_url`) with the stores' tables dropped
+    first (its advisory locks run only there)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    if not POSTGRES_URL:
+    if not postgres_url:
         pytest.skip(
             "no PostgreSQL server: scripts/test starts one as root from Debian's packages, "
             "or set BLASTRATE_TEST_DATABASE_URL"
         )
     import sqlalchemy as sa
 
-    engine = sa.create_engine(POSTGRES_URL)
+    engine = sa.create_engine(postgres_url)
     with engine.begin() as conn:
         for table in _STORE_TABLES:
             conn.execute(sa.text(f"DROP TABLE IF EXISTS {table}"))
     engine.dispose()
-    return POSTGRES_URL
+    return postgres_url

@@ -25,7 +25,8 @@ TEST_SOURCES = (*SOURCES, "tests", "benchmarks", "conftest.py")
 # Declared but never imported by name, each for a stated reason (pyproject's comments):
 # uvicorn picks up uvloop and httptools on its own; ruff and mypy are commands that
 # scripts/test runs; SQLAlchemy loads psycopg for postgresql+psycopg:// URLs; mkdocs and
-# its theme and plugins build the documentation site (`mkdocs build --strict`, mkdocs.yml).
+# its theme and plugins build the documentation site (`mkdocs build --strict`, mkdocs.yml);
+# pytest loads pytest-xdist as a plugin (scripts/test's -n).
 NOT_IMPORTED = {
     "uvloop",
     "httptools",
@@ -36,6 +37,7 @@ NOT_IMPORTED = {
     "mkdocs-material",
     "mkdocstrings",
     "mkdocs-click",
+    "pytest-xdist",
 }
 # The bench extra (stormpy) is not installed for the tests, so its requirements are
 # invisible to the metadata walk; `pip install --dry-run --report - stormpy==2.0.0`

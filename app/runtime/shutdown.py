@@ -15,7 +15,9 @@ service chains its own step before uvicorn's handler:
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
+import shutil
 import signal
 import threading
 import time
@@ -33,6 +35,20 @@ log = logging.getLogger("blastrate.shutdown")
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+def _exit_now(code: int) -> None:
+    """``os._exit``, after removing this process's multiprocessing temp folder.
+
+    The fork server's socket lives in a ``pymp-*`` folder that multiprocessing removes
+    from an ``atexit`` hook, which ``os._exit`` skips: without this, every server ended by
+    the watchdog (a Ctrl-C while it was still starting, a solve stuck past the bound)
+    left one behind in the temp directory.
+    """
+    tempdir = getattr(multiprocessing.current_process(), "_config", {}).get("tempdir")
+    if tempdir:
+        shutil.rmtree(tempdir, ignore_errors=True)
+    os._exit(code)
+
+
 class BoundedShutdown:
     """Chains the service's shutdown step in front of the server's signal handlers.
 
@@ -45,7 +61,8 @@ class BoundedShutdown:
     on_begin : callable, optional
         Called once when shutdown begins (e.g. to turn readiness off).
     exit : callable, optional
-        How to end the process when the bound is reached (default ``os._exit``).
+        How to end the process when the bound is reached (default ``os._exit``, after
+        removing multiprocessing's temp folder, which ``os._exit`` would leave behind).
     """
 
     def __init__(
@@ -53,7 +70,7 @@ class BoundedShutdown:
         pool: SolvePool,
         timeout_s: float,
         on_begin: Callable[[], None] | None = None,
-        exit: Callable[[int], Any] = os._exit,
+        exit: Callable[[int], Any] = _exit_now,
     ) -> None:
         self.pool = pool
         self.timeout_s = timeout_s
