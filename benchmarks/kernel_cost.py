@@ -8,11 +8,12 @@ Two independent measurements of the same quantity on the same link
 (:class:`host.kernel_path.VethPair`, RPS to CPU 0, the sender on CPU 1), in shuffled
 interleaved blocks over several rates:
 
-* **spinner**: :func:`host.kernel_path.measure_kernel_cost`, as the calibration runs it: a
-  ``SCHED_IDLE`` loop on CPU 0 measures the core time everything else took;
-* **kernel accounting**: the same paced datagrams into the same unread socket with no
-  spinner, CPU 0's non-idle time from ``/proc/stat`` (every state but idle and iowait,
-  ksoftirqd included) over the run, less the same span's non-idle time with no traffic.
+* **accounting**: :func:`host.kernel_path.measure_kernel_cost`, as the calibration runs it:
+  CPU 0's busy time by the kernel's accounting (``/proc/stat``) over paced datagrams into
+  an unread socket, less a quiet window's just before;
+* **spinner**: the same datagrams with a ``SCHED_IDLE`` loop on CPU 0
+  (:class:`host.calibration.IdleSpinner`) measuring the core time everything else took,
+  its speed taken from a quiet window just before each run.
 
 k should not depend much on the rate (the model takes it constant); the two methods
 should agree within their spread.  Prints the per-rate means with 95 % intervals over
@@ -37,21 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from datamover import HEADER_BYTES
 from host import kernel_path as kp
+from host.calibration import IdleSpinner
 
 PAYLOAD = 1468
 
 
-def _non_idle_s(cpu: int) -> float:
-    for line in Path("/proc/stat").read_text().splitlines():
-        if line.startswith(f"cpu{cpu} "):
-            f = [int(x) for x in line.split()[1:]]
-            # user nice system idle iowait irq softirq steal ...
-            return (sum(f[:8]) - f[3] - f[4]) / os.sysconf("SC_CLK_TCK")
-    raise RuntimeError(f"no cpu{cpu} in /proc/stat")
-
-
-def accounted(pair: kp.VethPair, rate_bps: float, seconds: float, tx_cpu: int) -> float:
-    """k from /proc/stat: CPU 0's non-idle seconds per datagram, idle span subtracted."""
+def spinner(pair: kp.VethPair, rate_bps: float, seconds: float, tx_cpu: int) -> float:
+    """k from an IdleSpinner on the receive core: its loss of speed during the traffic
+    against a quiet window just before, per datagram."""
     ctx = multiprocessing.get_context("fork")
     stop = ctx.Event()
     parent, child = ctx.Pipe()
@@ -61,29 +55,30 @@ def accounted(pair: kp.VethPair, rate_bps: float, seconds: float, tx_cpu: int) -
         if not parent.poll(10):
             raise RuntimeError("sink did not start")
         address = (pair.rx_address, parent.recv())
-        t0, b0 = time.monotonic(), _non_idle_s(pair.rx_cpu)
-        time.sleep(seconds)
-        idle_rate = (_non_idle_s(pair.rx_cpu) - b0) / (time.monotonic() - t0)
-        out = ctx.Array("d", 2, lock=False)
-        datagram = bytes(HEADER_BYTES + PAYLOAD)
-        t1, b1 = time.monotonic(), _non_idle_s(pair.rx_cpu)
-        p = ctx.Process(
-            target=kp._paced,
-            args=(
-                pair.tx_ns,
-                address,
-                [datagram],
-                rate_bps / (8 * PAYLOAD),
-                seconds,
-                tx_cpu,
-                out,
-            ),
-        )
-        p.start()
-        p.join(4 * seconds + 10)
-        span = time.monotonic() - t1
-        busy = _non_idle_s(pair.rx_cpu) - b1 - idle_rate * span
-        return busy / out[0]
+        with IdleSpinner(pair.rx_cpu, baseline_s=0.2) as spin:
+            quiet = spin.mark()
+            time.sleep(seconds / 2)
+            start = spin.mark()
+            idle_rate = (start[0] - quiet[0]) / (start[1] - quiet[1])
+            out = ctx.Array("d", 2, lock=False)
+            p = ctx.Process(
+                target=kp._paced,
+                args=(
+                    pair.tx_ns,
+                    address,
+                    [bytes(HEADER_BYTES + PAYLOAD)],
+                    rate_bps / (8 * PAYLOAD),
+                    seconds,
+                    tx_cpu,
+                    out,
+                ),
+            )
+            p.start()
+            p.join(4 * seconds + 10)
+            end = spin.mark()
+        span = end[1] - start[1]
+        busy_s = span - (end[0] - start[0]) / idle_rate
+        return max(busy_s, 0.0) / out[0]
     finally:
         stop.set()
         sink.join(10)
@@ -119,7 +114,7 @@ def main() -> None:
             plan = [(r, m) for r in rates for m in ("spinner", "accounting")]
             rng.shuffle(plan)
             for rate, method in plan:
-                if method == "spinner":
+                if method == "accounting":
                     k = kp.measure_kernel_cost(
                         pair,
                         tx_cpu=tx_cpu,
@@ -130,7 +125,7 @@ def main() -> None:
                         seconds=args.seconds,
                     ).mean
                 else:
-                    k = accounted(pair, rate, args.seconds, tx_cpu)
+                    k = spinner(pair, rate, args.seconds, tx_cpu)
                 rows.append({"block": block, "rate_bps": rate, "method": method, "k_s": k})
                 print(f"block {block} {rate / 1e6:.0f} Mbit/s {method}: {k * 1e6:.2f} us")
     summary = {}
