@@ -163,16 +163,39 @@ def _pin(cpu: int) -> None:
     os.sched_setaffinity(0, {cpu})
 
 
+def udp_arrived() -> int:
+    """Datagrams that reached UDP in this thread's network namespace since it was made:
+    ``/proc/net/snmp``'s InDatagrams, NoPorts and InErrors (the last counts those a full
+    socket dropped).  What a veth pair delivered; datagrams dropped before it (a full
+    backlog queue) are not in it."""
+    with open("/proc/self/net/snmp") as f:
+        rows = [line.split() for line in f if line.startswith("Udp:")]
+    head, values = rows[0], rows[1]
+    return sum(int(values[head.index(k)]) for k in ("InDatagrams", "NoPorts", "InErrors"))
+
+
 def _sink(ns: str, conn: Any, stop: Any) -> None:
     # A UDP socket that nobody reads: datagrams sent to it cost the receive core only
-    # the kernel's work, up to the full socket.
+    # the kernel's work, up to the full socket.  Answers each message on ``conn`` with
+    # udp_arrived() of its namespace.
     enter_namespace(ns)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.bind((_RX_ADDR, 0))
     conn.send(sock.getsockname()[1])
-    stop.wait(120)
+    end = time.monotonic() + 120
+    while not stop.is_set() and time.monotonic() < end:
+        if conn.poll(0.05):
+            conn.recv()
+            conn.send(udp_arrived())
     sock.close()
+
+
+def _arrived(conn: Any) -> int:
+    conn.send("count")
+    if not conn.poll(10):
+        raise RuntimeError("the kernel-cost sink stopped answering")
+    return int(conn.recv())
 
 
 @contextlib.contextmanager
@@ -219,10 +242,10 @@ def measure_kernel_cost(
     ``tx_cpu``) into a socket that nobody reads in ``pair.rx_ns``.  k is the busy time
     that the kernel accounts to ``pair.rx_cpu`` meanwhile (:func:`cpu_busy_s`), less
     what the same core was busy with in a window without traffic just before, per
-    datagram sent.  (A ``SCHED_IDLE`` spinner, :class:`host.calibration.IdleSpinner`,
-    measures the same thing, but on this shared virtual machine its speed drifts by more
-    than the kernel's share at these rates; ``benchmarks/kernel_cost.py`` compares the
-    two.)
+    datagram that reached UDP (:func:`udp_arrived`).  (A ``SCHED_IDLE`` spinner,
+    :class:`host.calibration.IdleSpinner`, measures the same thing, but on this shared
+    virtual machine its speed drifts by more than the kernel's share at these rates;
+    ``benchmarks/kernel_cost.py`` compares the two.)
 
     Parameters
     ----------
@@ -272,6 +295,7 @@ def measure_kernel_cost(
             for _ in range(runs):
                 t0, b0 = time.monotonic(), cpu_busy_s(cpu)
                 time.sleep(seconds / 2)
+                n1 = _arrived(parent)
                 t1, b1 = time.monotonic(), cpu_busy_s(cpu)
                 background = (b1 - b0) / (t1 - t0)
                 out = ctx.Array("d", 2, lock=False)
@@ -280,21 +304,24 @@ def measure_kernel_cost(
                 ):
                     pass
                 t2, b2 = time.monotonic(), cpu_busy_s(cpu)
-                if out[0] > 0:
-                    costs.append(max(b2 - b1 - background * (t2 - t1), 0.0) / out[0])
+                delivered = _arrived(parent) - n1
+                if delivered > 0:
+                    costs.append(max(b2 - b1 - background * (t2 - t1), 0.0) / delivered)
             stop.set()
     finally:
         stop.set()
     if not costs:
-        raise RuntimeError("the kernel-cost sender sent nothing")
+        raise RuntimeError("no datagram reached the kernel-cost sink")
     return Spread.of(costs)
 
 
 def measure_sender_rate(
     pair: VethPair, *, tx_cpu: int, datagram_bytes: int, payload_bytes: int, seconds: float = 0.4
 ) -> float:
-    """The payload bit rate (bit/s) the measurement's sender reaches over ``pair``, back
-    to back into a socket nobody reads: the most that k and c_C can be measured at."""
+    """The payload bit rate (bit/s) that reaches UDP over ``pair`` from the measurement's
+    sender, back to back into a socket nobody reads: the most that k and c_C can be
+    measured at.  (What the sender *sends* can be far more: a veth pair drops what the
+    receive core's backlog queue cannot hold, before UDP, unseen by the sender.)"""
     ctx = multiprocessing.get_context("fork")
     stop = ctx.Event()
     parent, child = ctx.Pipe()
@@ -305,14 +332,16 @@ def measure_sender_rate(
                 raise RuntimeError("the kernel-cost sink did not start")
             address = (pair.rx_address, parent.recv())
             ring = [bytes(datagram_bytes)]
+            before = _arrived(parent)
             with _child(ctx, _paced, pair.tx_ns, address, ring, 1e8, seconds, tx_cpu, out, seconds):
                 pass
+            delivered = _arrived(parent) - before
             stop.set()
     finally:
         stop.set()
-    if out[0] <= 0 or out[1] <= 0:
-        raise RuntimeError("the kernel-cost sender sent nothing")
-    return out[0] * 8.0 * payload_bytes / out[1]
+    if delivered <= 0 or out[1] <= 0:
+        raise RuntimeError("no datagram reached the kernel-cost sink")
+    return delivered * 8.0 * payload_bytes / out[1]
 
 
 def _busy(cpu: int, stop: Any, seconds: float) -> None:
@@ -333,7 +362,8 @@ def _drain(
     conn: Any,
 ) -> None:
     # The receiver of a contention run: the product's receive path, backlogged, for
-    # ``seconds`` from its first datagram; sends (datagrams taken, wall seconds).
+    # ``seconds`` from its first datagram; sends (datagrams taken, wall seconds, datagrams
+    # that reached UDP meanwhile).
     enter_namespace(ns)
     _pin(cpu)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -345,16 +375,18 @@ def _drain(
     sel.register(sock, selectors.EVENT_READ)
     wakeup = receive_path(sock)
     conn.send(sock.getsockname()[1])
-    taken = 0
+    taken = arrived = 0
     wall = 0.0
     if sel.select(timeout=10.0):
+        first = udp_arrived()
         start = time.monotonic()
         end = start + seconds
         while time.monotonic() < end:
             if sel.select(timeout=0.05):
                 taken += wakeup(batch)
         wall = time.monotonic() - start
-    conn.send((taken, wall))
+        arrived = udp_arrived() - first
+    conn.send((taken, wall, arrived))
     sel.close()
     sock.close()
 
@@ -469,16 +501,16 @@ def measure_competitors(
                 ):
                     if not parent.poll(seconds + 15):
                         raise RuntimeError("the contention receiver did not report")
-                    taken, wall = parent.recv()
+                    taken, wall, arrived = parent.recv()
         finally:
             stop.set()
             for p in busy:
                 p.join(5)
                 if p.is_alive():
                     p.kill()
-        if wall <= 0 or sent[1] <= 0:
+        if wall <= 0 or arrived <= 0:
             raise RuntimeError("the contention run received nothing")
-        lam = sent[0] / sent[1]
+        lam = arrived / wall
         drained = max(taken / wall, 1.0)
         left = min(max(1.0 - lam * kernel_s_per_datagram, 1e-3), 1.0)
         c = left * capacity_pps / drained - 1.0
@@ -594,9 +626,10 @@ def measure_kernel_share(
     rx_cpu, tx_cpu : int
         The receiver's and the sender's cores.
     line_rate_bps : float
-        The profile's line rate (bit/s): the competitors are measured at the least of
-        it, ``sender_rate_bps`` and what the sender reaches over the veth pair
-        (:func:`measure_sender_rate`); k at 60 % of that, where the kernel keeps up.
+        The profile's line rate (bit/s).  k is measured at 60 % of the least of it,
+        ``sender_rate_bps`` and what reaches UDP over the veth pair
+        (:func:`measure_sender_rate`), where the kernel keeps up; the competitors at that
+        least rate, or where k says the kernel takes half the core if that is lower.
     sender_rate_bps : float
         The calibration sender's back-to-back rate over loopback (bit/s).
     datagrams, payload_bytes, receive_path, batch_packets, capacity_pps
@@ -653,12 +686,15 @@ def measure_kernel_share(
                 runs=runs,
                 seconds=seconds,
             )
+            # Where the kernel alone would take half the core, c is still seen clearly;
+            # far above it, what the kernel leaves is a small difference of large terms.
+            c_rate = min(rate, 0.5 * 8.0 * payload_bytes / k.mean) if k.mean > 0 else rate
             if between is not None:
                 between()
             competitors = measure_competitors(
                 pair,
                 tx_cpu=tx_cpu,
-                rate_bps=rate,
+                rate_bps=c_rate,
                 datagrams=datagrams,
                 payload_bytes=payload_bytes,
                 receive_path=receive_path,
@@ -679,8 +715,8 @@ def measure_kernel_share(
     return KernelShare(
         "veth+rps",
         f"veth pair between two namespaces of its own, RPS to CPU {rx_cpu}; k at "
-        f"{0.6 * rate / 1e6:.0f} Mbit/s, c_C at {rate / 1e6:.0f} Mbit/s",
+        f"{0.6 * rate / 1e6:.0f} Mbit/s, c_C at {c_rate / 1e6:.0f} Mbit/s",
         kernel_s=k,
         effective_competitors=competitors,
-        rate_bps=rate,
+        rate_bps=c_rate,
     )
