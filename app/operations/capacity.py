@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from app.schemas.inputs import MAX_BYTES, MAX_DELAY_S
 from app.schemas.problems import FieldProblem, ProblemError
 from app.schemas.units import (
     QuantityError,
@@ -39,6 +40,12 @@ _PARSERS: dict[str, Callable[[str, str], float]] = {
     "size": lambda text, field: float(parse_size(text, field)),
     "bitrate": parse_bitrate,
     "duration": parse_duration,
+}
+# The transfer's bounds of GET /bottleneck-rate (app.schemas.inputs.TransferRequest), so
+# that a sweep, a what-if or a plot refuses what a single answer refuses: one set of limits.
+_TRANSFER_BOUNDS: dict[str, tuple[float, float, str]] = {
+    "file_size": (1, MAX_BYTES, "bytes"),
+    "propagation_delay": (0, MAX_DELAY_S, "s"),
 }
 
 
@@ -89,6 +96,8 @@ def parse_inputs(
                 integer=kind in ("int", "size"),
                 max_values=max_points,
             )
+        if name in _TRANSFER_BOUNDS:
+            _check_transfer_bounds(name, values)
         if len(values) == 1:
             base[name] = values[0]
         elif single:
@@ -96,6 +105,17 @@ def parse_inputs(
         else:
             axes[name] = values
     return base, axes
+
+
+def _check_transfer_bounds(name: str, values: list[Any]) -> None:
+    low, high, unit = _TRANSFER_BOUNDS[name]
+    for value in values:
+        # The delay must be above 0, the size at least 1 byte (TransferRequest's gt / ge).
+        if not (value > low if name == "propagation_delay" else value >= low) or value > high:
+            side = f"above {low:g}" if name == "propagation_delay" else f"at least {low:g}"
+            raise PlanningError(
+                name, f"must be {side} and at most {high:g} {unit}, got {float(value):.4g}"
+            )
 
 
 def _built_in_profiles_only(values: list[Any]) -> None:

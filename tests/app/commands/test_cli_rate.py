@@ -288,3 +288,19 @@ def test_a_local_answer_keeps_the_services_limits(argv: list[str], option: str) 
     r = invoke("rate", *base, *argv)
     assert r.exit_code == 2, r.output
     assert r.stderr.startswith(f"blastrate: error: {option}: ") and r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["rate", "curve", "sweep", "what-if"])
+@pytest.mark.parametrize(
+    ("option", "value"), [("--delay", "1e300s"), ("--delay", "86401s"), ("--file-size", "1e20")]
+)
+def test_one_set_of_transfer_limits_on_every_command(command: str, option: str, value: str) -> None:
+    """The bounds of GET /bottleneck-rate (a delay in (0, 86,400] s, a file of 1 byte to
+    2**53) on every command, local or not.  Before: sweep and what-if took 1e300 s, and
+    what-if computed for about 70 s before it answered."""
+    given = {"--delay": "100ms", "--file-size": "500MB", option: value}
+    extra = {"curve": ["--points", "5"]}.get(command, [])
+    r = invoke(command, "-C", "1", "-I", "0", *(x for kv in given.items() for x in kv), *extra)
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    assert r.stderr.startswith("blastrate: error:") and r.stderr.count("\n") == 1, r.stderr
+    assert ("delay" if option == "--delay" else "file") in r.stderr.split(":")[2], r.stderr

@@ -154,3 +154,27 @@ def test_a_problem_that_names_some_fields_says_how_many_it_leaves_out(client: An
     assert len(problem["errors"]) == 7
     assert problem["detail"].startswith("7 invalid field(s): ")
     assert problem["detail"].endswith("and 2 more (see errors)")
+
+
+@pytest.mark.parametrize("field", ["propagation_delay", "file_size"])
+@pytest.mark.parametrize("route", ["/what-if", "/sweeps"])
+def test_the_transfer_limits_of_a_single_answer_hold_on_every_route(
+    client: Any, route: str, field: str
+) -> None:
+    # GET /bottleneck-rate refuses a delay above 86,400 s and a file above 2**53 bytes;
+    # POST /what-if took propagation_delay=1e300 s and computed for about 70 s (found by
+    # test_fuzz_numbers).  One set of limits: the same 4xx, naming the field as typed.
+    inputs: dict[str, Any] = {"cpu_tasks": 1, "io_tasks": 0, "file_size": "1MB"}
+    inputs["propagation_delay"] = "10ms"
+    inputs[field] = "1e300s" if field == "propagation_delay" else "1e300"
+    r = client.post(route, json={"inputs": inputs})
+    assert 400 <= r.status_code < 500, (r.status_code, r.text[:300])
+    assert r.headers["content-type"].startswith("application/problem+json")
+    fields = [e.get("field") or "" for e in r.json().get("errors", [])]
+    assert any(f.endswith(f"inputs.{field}") for f in fields), fields
+    single = client.get(
+        "/bottleneck-rate",
+        params={"cpu_tasks": 1, "io_tasks": 0, "file_size": "1MB", "propagation_delay": "10ms"}
+        | {field: inputs[field]},
+    )
+    assert 400 <= single.status_code < 500, single.text[:300]
