@@ -440,6 +440,7 @@ def main() -> None:
             if "calibrated" in envs:
                 cal = _calibrate(link, envs["calibrated"], line)
                 result["calibration"] = cal["profile"]
+                result["calibration_provenance"] = cal["provenance"]
                 print(f"# calibrated: {cal['profile']}", flush=True)
             if "out-of-the-box" in envs:
                 said = _first_start(
