@@ -415,13 +415,13 @@ while time.monotonic() - t0 < seconds and n < rate * seconds:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="forging a UDP source port needs root")
-def test_a_flooded_transfer_makes_progress_every_round(
+def test_a_flooded_transfer_makes_progress_round_after_round(
     tmp_path: Path, out: Path, secret_file: Path
 ) -> None:
     """Before: 75,000 garbage datagrams a second during a transfer: 11 rounds, 19 s, no
     progress while the flood ran.  Now the same flood, forged to come from the sender's
     own data port (a flood from anywhere else never reaches the connected data socket):
-    every round shrinks what is missing, and the floods' datagrams are counted."""
+    the rounds shrink what is missing, and the floods' datagrams are counted."""
     sport, dport = _free_port(socket.SOCK_DGRAM), _free_port(socket.SOCK_DGRAM)
     rx = ReceiverProcess(out, "--secret-file", str(secret_file), "--udp-port", str(dport))
     flood = subprocess.Popen(
@@ -464,7 +464,13 @@ def test_a_flooded_transfer_makes_progress_every_round(
     assert still_flooding  # the flood lasted the whole transfer
     assert (out / "data.bin").read_bytes() == data
     missing = [r["missing_after"] for r in report["rounds"]]
-    assert all(b < a for a, b in zip([report["packets"], *missing], missing, strict=False)), missing
+    # What is missing never grows, shrinks in all rounds but at most one, and the file is
+    # whole within 6 rounds (before: 11).  A strict shrink in every round failed once in
+    # CI ([198, 15, 15, 7, 0]) with four test workers on two cores beside the flood: a
+    # resend of 15 datagrams can all be lost to a starved receiver.
+    pairs = list(zip([report["packets"], *missing], missing, strict=False))
+    assert all(b <= a for a, b in pairs), missing
+    assert sum(b == a for a, b in pairs) <= 1 and len(missing) <= 6, missing
     assert received["rejected"] > 1_000
 
 
