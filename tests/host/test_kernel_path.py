@@ -99,9 +99,11 @@ def test_kernel_cost_and_competitors_on_a_real_link() -> None:
     before = _namespaces()
     share = _share("veth")
     assert share.path == "veth+rps" and share.kernel_s is not None
-    # Physical bounds: a datagram's receive path costs more than 0.1 us and less than
-    # 1 ms of a core on any host that runs this suite (the quiet figure is 10-40 us).
-    assert 1e-7 < share.kernel_s.mean < 1e-3
+    # Physical bounds: under 1 ms of a core per datagram on any host that runs this suite
+    # (the quiet figure is 3-12 us, benchmarks/kernel_cost.py).  Not above 0: beside
+    # other test workers the quiet window can be busier than the measured one, and the
+    # estimate is then clipped to 0 (seen once in CI, four workers on two cores).
+    assert 0.0 <= share.kernel_s.mean < 1e-3
     assert len(share.effective_competitors) == 2
     assert all(1e-3 <= c <= 1e3 for c in share.effective_competitors)
     assert _namespaces() == before
