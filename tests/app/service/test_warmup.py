@@ -80,8 +80,10 @@ def test_a_failed_warm_up_leaves_no_compiler_running(
 
     def failing(*_: object, **__: object) -> None:
         deadline = time.monotonic() + 60
-        while not pid_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)  # until the compiler has said who it is
+        # Until the compiler has said who it is: the file exists a moment before its
+        # text does (an empty read failed once in CI).
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.01)
         raise RuntimeError("a net failed")
 
     monkeypatch.setattr(warmup, "compute_bottleneck", failing)
