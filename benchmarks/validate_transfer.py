@@ -290,8 +290,7 @@ def kernel_cost(link: Link, rx_cpu: int, tx_cpu: int, rate_bps: float, seconds: 
         with IdleSpinner(rx_cpu) as spin:
             mark = spin.mark()
             blast(
-                udp.send,
-                lambda _seq: datagram,
+                lambda chunk: [udp.send(datagram) for _ in range(len(chunk))],
                 np.arange(count, dtype=np.int64),
                 packet_bits=8.0 * PAYLOAD,
                 rate_bps=rate_bps,

@@ -10,14 +10,14 @@ data socket.  A refused, failed or abandoned transfer never stops the receiver.
 One transfer: an epoll loop over its own UDP data socket, *connected* to the sender's
 data address so that the kernel drops every datagram from anywhere else before it takes
 a byte of the socket's buffer, and over the TCP control connection.  Each time the UDP
-socket is readable the receiver drains up to
-``batch_packets`` (N) datagrams with a loop of non-blocking ``recv_into`` calls (Python's
-socket module has no ``recvmmsg``), checks each against the session
-(:class:`transport.wire.DatagramCodec`) and writes its payload into a memory map of a
-temporary file in the output directory.  When the sender says a blast is over, the
-receiver drains what is queued, waits ``settle_s`` for stragglers (unless every datagram
-of the blast has arrived), and answers with the
-bitmap of missing packets.  When none is missing it checks the SHA-256 of the whole file
+socket is readable the receiver drains about
+``batch_packets`` (N) datagrams with non-blocking reads (each a batch of up to 64 when
+the kernel coalesces them, UDP GRO, :mod:`datamover.segments`), checks them against the
+session (:class:`datamover.wire.DatagramCodec`) and writes their payloads into a
+temporary file in the output directory (:class:`datamover.receive_path.ReceivePath`).
+When the sender says a blast is over, the receiver drains what is queued, waits
+``settle_s`` for stragglers (unless every datagram of the blast has arrived), and answers
+with the bitmap of missing packets.  When none is missing it checks the SHA-256 of the whole file
 against the sender's and, only if it matches, renames the temporary file to
 ``output_dir/<name>`` -- without replacing a file that appeared there meanwhile,
 unless told to overwrite.  The temporary file is locked while its transfer runs; one left
@@ -52,8 +52,9 @@ import numpy as np
 
 from .control import ControlChannel, ControlError, MessageKind
 from .handshake import PROTOCOL_VERSION, SessionKeys, challenge, stretched_key
-from .receive_path import ReceivePath
-from .wire import MAX_PAYLOAD_BYTES, DatagramCodec, WireError
+from .receive_path import ReceivePath, StoreError
+from .segments import enable_gro
+from .wire import MAX_PAYLOAD_BYTES, MAX_ROUND, DatagramCodec, WireError
 
 __all__ = [
     "DEFAULT_BATCH_PACKETS",
@@ -300,6 +301,9 @@ class ReceiverLimits:
                 or value < (name != "max_file_bytes")
             ):
                 raise ReceiveError(name, f"must be a positive integer, got {value!r}")
+        if self.max_rounds > MAX_ROUND:
+            # Each datagram names its round (16 bits), part of its tag's nonce.
+            raise ReceiveError("max_rounds", f"must be at most {MAX_ROUND}, got {self.max_rounds}")
         for name in (
             "total_timeout_s",
             "idle_timeout_s",
@@ -333,6 +337,11 @@ class ReceiveReport:
         tag), dropped by the test hook.
     wakeups : int
         Times the UDP socket was drained.
+    reads : int
+        System calls that returned datagrams (fewer than the datagrams with GRO).
+    gro : str
+        ``"on"`` when the kernel coalesced datagrams for the data socket (UDP GRO), else
+        why not (one datagram per read).
     elapsed_s : float
         From HELLO to the digest check (s).
     """
@@ -347,6 +356,8 @@ class ReceiveReport:
     rejected: int = 0
     dropped: int = 0
     wakeups: int = 0
+    reads: int = 0
+    gro: str = "on"
     elapsed_s: float = 0.0
     missing_per_round: list[int] = field(default_factory=list)
 
@@ -363,6 +374,8 @@ class ReceiveReport:
             "rejected": self.rejected,
             "dropped": self.dropped,
             "wakeups": self.wakeups,
+            "reads": self.reads,
+            "gro": self.gro,
             "elapsed_s": self.elapsed_s,
             "missing_per_round": list(self.missing_per_round),
         }
@@ -436,7 +449,7 @@ class _Transfer:
                 f"{self.name!r} already exists in the output directory; send it under another "
                 "name (--name) or start the receiver with --overwrite",
             )
-        self.map: mmap.mmap | None = None
+        self.size = size
         self.fd = -1
         self.output_dir = output_dir
         self.tmp: Path | None = None
@@ -452,10 +465,8 @@ class _Transfer:
                 # Held until the transfer ends: the mark of a live temporary file.
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if size:
-                # Reserve the blocks now: a memory map over a sparse file on a full disk
-                # fails with SIGBUS, not an exception.
+                # Reserve the blocks now: a full disk refuses the file before any blast.
                 os.posix_fallocate(fd, 0, size)
-                self.map = mmap.mmap(fd, size)
         except OSError as exc:
             self.discard()
             raise ReceiveError("size", f"cannot reserve {size} bytes: {exc.strerror}") from None
@@ -469,11 +480,10 @@ class _Transfer:
         """Check the digest; on a match move the file into place and return the digest."""
         h = hashlib.sha256()
         try:
-            if self.map is not None:
-                h.update(self.map)
-                self.map.flush()
-                self.map.close()
-                self.map = None
+            if self.size:
+                # The page cache's own pages, read without a copy.
+                with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as view:
+                    h.update(view)
             os.fsync(self.fd)
         except OSError as exc:
             raise ReceiveError("output", f"cannot write {self.name!r}: {exc.strerror}") from None
@@ -526,10 +536,6 @@ class _Transfer:
             ) from None
 
     def discard(self) -> None:
-        if self.map is not None:
-            with contextlib.suppress(OSError, ValueError):
-                self.map.close()
-            self.map = None
         if self.tmp is not None:
             with contextlib.suppress(OSError):
                 self.tmp.unlink(missing_ok=True)
@@ -606,6 +612,9 @@ class Receiver:
         (:class:`datamover.advice.ReceiverAdvisor`): answers a sender whose HELLO asks
         for the rate to send at (``"advise"``).  Without one such a sender is told that
         this receiver gives no advice.
+    gro : bool, default True
+        Let the kernel coalesce each data socket's datagrams (UDP GRO) where it can;
+        False reads one datagram per call (the report's ``gro`` says which and why).
 
     Raises
     ------
@@ -632,6 +641,7 @@ class Receiver:
         overwrite: bool = False,
         drop: Callable[[int, int], bool] | None = None,
         advisor: Callable[[int, Any], Any] | None = None,
+        gro: bool = True,
     ) -> None:
         if secret is None and not insecure:
             raise ReceiveError(
@@ -659,6 +669,7 @@ class Receiver:
         self.overwrite = overwrite
         self.drop = drop
         self.advisor = advisor
+        self.gro = gro
         self._family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._stop = threading.Event()
         self._sessions = threading.BoundedSemaphore(self.limits.max_sessions)
@@ -924,9 +935,10 @@ class Receiver:
         finally:
             self._sessions.release()
 
-    def _data_socket(self, peer: str, sender_port: int) -> socket.socket:
+    def _data_socket(self, peer: str, sender_port: int) -> tuple[socket.socket, str]:
         udp = socket.socket(self._family, socket.SOCK_DGRAM)
         try:
+            gro = enable_gro(udp) if self.gro else "turned off (--no-gro)"
             if self.rcvbuf_bytes is not None:
                 udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.rcvbuf_bytes)
             udp.bind((self.host, self.fixed_udp_port or 0))
@@ -946,7 +958,7 @@ class Receiver:
         except OSError as exc:
             udp.close()
             raise ReceiveError("udp_port", f"cannot open the data socket: {exc.strerror}") from None
-        return udp
+        return udp, "on" if gro is None else gro
 
     def _receive(self, channel: ControlChannel, keys: SessionKeys, peer: str) -> ReceiveReport:
         start = time.monotonic()
@@ -962,8 +974,10 @@ class Receiver:
             raise
         udp: socket.socket | None = None
         try:
-            udp = self._data_socket(peer, transfer.sender_udp_port)
-            report = ReceiveReport(path=transfer.final, size=transfer.codec.file_size, peer=peer)
+            udp, gro = self._data_socket(peer, transfer.sender_udp_port)
+            report = ReceiveReport(
+                path=transfer.final, size=transfer.codec.file_size, peer=peer, gro=gro
+            )
             accept: dict[str, Any] = {"udp_port": udp.getsockname()[1]}
             if "advise" in hello:
                 accept["advice"] = self._advice(transfer.codec.file_size, hello["advise"])
@@ -988,6 +1002,11 @@ class Receiver:
         except ControlError as exc:
             transfer.discard()
             raise ReceiveError(exc.field, exc.reason) from None
+        except StoreError as exc:
+            transfer.discard()
+            failed = ReceiveError("output", f"cannot write {transfer.name!r}: {exc.strerror}")
+            self._refuse(channel, failed)
+            raise failed from None
         except ReceiveError as exc:
             transfer.discard()
             self._refuse(channel, exc)
@@ -1025,7 +1044,7 @@ class Receiver:
         report: ReceiveReport,
         deadline: float,
     ) -> None:
-        drain = ReceivePath(udp, t.codec, t.map, have=t.have, drop=self.drop)
+        drain = ReceivePath(udp, t.codec, t.fd if t.size else None, have=t.have, drop=self.drop)
         batch = self.batch_packets
         round_ = 1
 
@@ -1089,7 +1108,7 @@ class Receiver:
             sel.close()
             report.accepted, report.duplicates = drain.accepted, drain.duplicates
             report.rejected, report.dropped = drain.rejected, drain.dropped
-            report.wakeups = drain.wakeups
+            report.wakeups, report.reads = drain.wakeups, drain.reads
 
     def _settle(
         self,

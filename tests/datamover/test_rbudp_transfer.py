@@ -421,29 +421,42 @@ def test_missing_source_file(tmp_path: Path) -> None:
     assert err.value.field == "file"
 
 
-@pytest.mark.parametrize("burst", [1, 32])
-def test_pacer_never_runs_ahead_of_its_schedule(burst: int) -> None:
-    """Packet k is never sent before t0 + k * interval (the pacer only waits or forgives
-    debt, which moves the schedule later), so the achieved rate never exceeds the target."""
+@pytest.mark.parametrize(("burst", "batch"), [(1, 1), (32, 1), (32, 5)])
+def test_pacer_never_runs_ahead_of_its_schedule(burst: int, batch: int) -> None:
+    """The batch that starts at packet k is never sent before t0 + k * interval (the
+    pacer only waits or forgives debt, which moves the schedule later), so the achieved
+    rate never exceeds the target."""
     import numpy as np
 
     from datamover.sender import blast
 
-    stamps: list[float] = []
+    starts: list[tuple[int, float]] = []
     interval = 200e-6
     t0 = time.monotonic()
     elapsed = blast(
-        lambda d: stamps.append(time.monotonic()),
-        lambda seq: b"",
+        lambda chunk: starts.append((int(chunk[0]), time.monotonic())),
         np.arange(300, dtype=np.int64),
         packet_bits=8.0 * 1468,
         rate_bps=8.0 * 1468 / interval,
         deadline=time.monotonic() + 30,
+        batch_packets=batch,
         max_burst_packets=burst,
     )
-    assert len(stamps) == 300
-    assert all(t - t0 >= k * interval - 1e-9 for k, t in enumerate(stamps))
-    assert elapsed >= 299 * interval
+    assert [k for k, _ in starts] == list(range(0, 300, batch))
+    assert all(t - t0 >= k * interval - 1e-9 for k, t in starts)
+    assert elapsed >= starts[-1][0] * interval
+
+
+def test_batches_span_the_spacing_at_the_rates_a_receiver_is_advised() -> None:
+    from datamover.sender import BATCH_SPACING_S, batch_packets_for
+
+    bits = 8.0 * 1468
+    assert batch_packets_for(None, bits, 43) == 43
+    assert batch_packets_for(1e6, bits, 43) == 1
+    for rate in (5e8, 1e9, 5e9, 2e10):
+        b = batch_packets_for(rate, bits, 43)
+        # ceil: the batch spans at least BATCH_SPACING_S, by less than one packet more.
+        assert b == min(43, -(-rate * BATCH_SPACING_S // bits))
 
 
 def test_a_received_file_gets_the_usual_mode(tmp_path: Path) -> None:

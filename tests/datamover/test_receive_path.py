@@ -3,7 +3,8 @@ of mu_net both run it.
 
 References: the datagrams' own payloads (what is stored must be what was sent, byte for
 byte) and the codec's refusal of a forged tag (a datagram whose tag is wrong is never
-stored nor counted as the sender's).
+stored nor counted as the sender's).  With UDP GSO and GRO (Linux >= 5.0), a batch the
+kernel coalesces must give exactly what the same datagrams give one by one.
 """
 
 from __future__ import annotations
@@ -12,10 +13,23 @@ import os
 import socket
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 from datamover import DatagramCodec
 from datamover.receive_path import ReceivePath, calibration_receive_path
+from datamover.segments import enable_gro, enable_gso
+
+
+@pytest.fixture
+def store() -> Iterator[int]:
+    fd = os.open(os.environ.get("TMPDIR", "/tmp"), os.O_TMPFILE | os.O_RDWR, 0o600)
+    yield fd
+    os.close(fd)
+
+
+def _stored(fd: int, size: int) -> bytes:
+    return os.pread(fd, size, 0)
 
 
 @pytest.fixture
@@ -39,13 +53,12 @@ def _wait_readable(sock: socket.socket) -> None:
 
 
 def test_a_wake_up_stores_what_was_sent_and_refuses_forgeries(
-    udp_pair: tuple[socket.socket, socket.socket],
+    udp_pair: tuple[socket.socket, socket.socket], store: int
 ) -> None:
     rx, tx = udp_pair
     payload = 100
     data = os.urandom(10 * payload - 37)  # a short last datagram
     codec = DatagramCodec(11, os.urandom(32), len(data), payload)
-    store = bytearray(len(data))
     path = ReceivePath(rx, codec, store)
     forged = bytearray(codec.encode(3, 1, data[3 * payload : 4 * payload]))
     forged[-1] ^= 1  # the tag no longer matches
@@ -60,9 +73,48 @@ def test_a_wake_up_stores_what_was_sent_and_refuses_forgeries(
         taken += path(4)
     assert taken == codec.packet_count + 1  # the forgery is not the sender's
     assert (path.accepted, path.duplicates, path.rejected) == (codec.packet_count, 1, 1)
-    assert bytes(store) == data
+    assert _stored(store, len(data)) == data
     assert all(path.have)
     assert path.take_valid() == taken and path.valid == 0
+    assert path.reads == codec.packet_count + 2  # one datagram per read without GRO
+
+
+@pytest.mark.skipif(
+    enable_gro(socket.socket(socket.AF_INET, socket.SOCK_DGRAM)) is not None,
+    reason="no UDP GRO on this kernel",
+)
+def test_a_coalesced_batch_gives_what_its_datagrams_give_one_by_one(
+    udp_pair: tuple[socket.socket, socket.socket], store: int
+) -> None:
+    """A GSO send of packets 0..n-2 with one forged in the middle, then the short last
+    packet: one read takes the batch, the forgery alone is refused (a bad segment does
+    not invalidate its neighbours), and the file is the data."""
+    rx, tx = udp_pair
+    payload = 1000
+    data = os.urandom(20 * payload - 1)
+    codec = DatagramCodec(12, os.urandom(32), len(data), payload)
+    assert enable_gso(tx, codec.datagram_bytes) is None and enable_gro(rx) is None
+    full = np.arange(codec.full_packets, dtype=np.int64)
+    rows = np.empty((full.size, codec.datagram_bytes), np.uint8)
+    source = np.frombuffer(data, np.uint8)
+    codec.encode_full(full, 1, source, rows)
+    for seq in full.tolist():  # the batch form equals the one-at-a-time form
+        sent = codec.encode(seq, 1, data[seq * payload : (seq + 1) * payload])
+        assert rows[seq].tobytes() == sent
+    rows[7, 300] ^= 1  # packet 7's payload no longer matches its tag
+    path = ReceivePath(rx, codec, store)
+    rx.setblocking(False)
+    tx.send(rows.tobytes())
+    tx.send(codec.encode(19, 1, data[19 * payload :]))
+    while path.accepted + path.rejected < codec.packet_count:
+        _wait_readable(rx)
+        path(64)
+    assert path.reads == 2 and (path.accepted, path.rejected) == (codec.packet_count - 1, 1)
+    assert not path.have[7] and sum(path.have) == codec.packet_count - 1
+    good = bytearray(data)
+    good[7 * payload : 8 * payload] = bytes(payload)  # never written: the file's zeros
+    os.ftruncate(store, len(data))
+    assert _stored(store, len(data)) == bytes(good)
 
 
 def test_the_calibration_path_checks_and_stores_round_and_round(

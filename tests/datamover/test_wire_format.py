@@ -176,3 +176,34 @@ def test_the_data_movers_default_payload_is_the_models() -> None:
         check=True,
     ).stdout.strip()
     assert loaded == "[]"
+
+
+@given(datagrams(), st.data())
+def test_the_batch_check_agrees_with_the_single_one(case, data) -> None:
+    """check_segments (array operations over a batch) and decode (one datagram) are two
+    implementations of one rule: on any datagram, mutated or not, they must agree."""
+    codec, seq, round_, payload = case
+    d = bytearray(codec.encode(seq, round_, payload))
+    if data.draw(st.booleans()):
+        at = data.draw(st.integers(0, len(d) - 1))
+        d[at] ^= data.draw(st.integers(1, 255))
+    row = np.frombuffer(bytes(d), np.uint8).reshape(1, -1)
+    seqs, rows = codec.check_segments(row)
+    single = codec.decode(d)
+    assert (single is None) == (seqs.size == 0)
+    if single is not None:
+        assert seqs.tolist() == [single[0]] and rows.tolist() == [0]
+
+
+@given(datagrams(), st.integers(1, 8))
+def test_a_batch_encodes_as_its_datagrams_do(case, n) -> None:
+    codec, _, round_, _ = case
+    if codec.full_packets == 0:
+        return
+    source = np.frombuffer(np.random.default_rng(n).bytes(codec.file_size), np.uint8)
+    seqs = np.random.default_rng(n).integers(0, codec.full_packets, n)
+    out = np.empty((n, codec.datagram_bytes), np.uint8)
+    codec.encode_full(seqs, round_, source, out)
+    p = codec.payload_bytes
+    for row, seq in zip(out, seqs.tolist(), strict=True):
+        assert row.tobytes() == codec.encode(seq, round_, source[seq * p : (seq + 1) * p].tobytes())
