@@ -17,6 +17,7 @@ import socket
 import sys
 
 __all__ = [
+    "IP_UDP_BYTES",
     "MAX_SEGMENTED_BYTES",
     "MAX_SEGMENTS",
     "RECEIVE_BUFFER_BYTES",
@@ -25,6 +26,7 @@ __all__ = [
     "UDP_SEGMENT",
     "enable_gro",
     "enable_gso",
+    "path_mtu",
     "segments_per_call",
 ]
 
@@ -38,6 +40,20 @@ MAX_SEGMENTS = 64
 MAX_SEGMENTED_BYTES = 65_507
 #: A receive buffer that holds any GRO batch (at most 64 KiB of payload).
 RECEIVE_BUFFER_BYTES = 65_536
+_IP_MTU = getattr(socket, "IP_MTU", 14)  # linux/in.h; IPV6_MTU is 24
+_IPV6_MTU = getattr(socket, "IPV6_MTU", 24)
+#: IP and UDP header bytes in front of a datagram's payload (IPv4, IPv6).
+IP_UDP_BYTES = {socket.AF_INET: 28, socket.AF_INET6: 48}
+
+
+def path_mtu(sock: socket.socket) -> int | None:
+    """The kernel's path MTU of a connected UDP socket (bytes), or None where unknown."""
+    try:
+        if sock.family == socket.AF_INET6:
+            return int(sock.getsockopt(socket.IPPROTO_IPV6, _IPV6_MTU))
+        return int(sock.getsockopt(socket.IPPROTO_IP, _IP_MTU))
+    except OSError:
+        return None
 
 
 def segments_per_call(datagram_bytes: int) -> int:
@@ -58,8 +74,11 @@ def _refusal(sock: socket.socket, option: int, value: int) -> str | None:
 
 
 def enable_gso(sock: socket.socket, datagram_bytes: int) -> str | None:
-    """Make every send of more than ``datagram_bytes`` on ``sock`` leave as datagrams of
-    that size (the last may be shorter).
+    """Make every send of more than ``datagram_bytes`` on the connected ``sock`` leave as
+    datagrams of that size (the last may be shorter).
+
+    Segments are never fragmented, so a datagram larger than the path MTU allows cannot
+    be segmented: it leaves alone, in IP fragments.
 
     Returns
     -------
@@ -68,6 +87,13 @@ def enable_gso(sock: socket.socket, datagram_bytes: int) -> str | None:
     """
     if segments_per_call(datagram_bytes) < 2:
         return f"datagrams of {datagram_bytes} bytes do not fit twice in one send"
+    mtu = path_mtu(sock)
+    headers = IP_UDP_BYTES.get(sock.family, 28)
+    if mtu is not None and datagram_bytes + headers > mtu:
+        return (
+            f"datagrams of {datagram_bytes} bytes exceed the path MTU of {mtu}: each leaves "
+            f"in IP fragments (at most {mtu - headers} bytes fit)"
+        )
     return _refusal(sock, UDP_SEGMENT, datagram_bytes)
 
 

@@ -34,7 +34,14 @@ from numpy.typing import NDArray
 from .control import ControlChannel, ControlError, MessageKind
 from .handshake import PROTOCOL_VERSION, SessionKeys, answer_challenge, stretched_key
 from .segments import SOL_UDP, UDP_SEGMENT, enable_gso, segments_per_call
-from .wire import DEFAULT_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES, MAX_ROUND, DatagramCodec, WireError
+from .wire import (
+    DEFAULT_PAYLOAD_BYTES,
+    HEADER_BYTES,
+    MAX_PAYLOAD_BYTES,
+    MAX_ROUND,
+    DatagramCodec,
+    WireError,
+)
 
 __all__ = [
     "BATCH_SPACING_S",
@@ -293,6 +300,9 @@ class _DatagramWriter:
         self.source = source
         self.round = 1
         self.gso_note = enable_gso(sock, codec.datagram_bytes) if gso else "turned off (--no-gso)"
+        if self.gso_note is not None and "path MTU" in self.gso_note:
+            fits = self.gso_note.rsplit("at most ", 1)[1].split()[0]
+            self.gso_note += f"; --payload {int(fits) - HEADER_BYTES} fits"
         # Encoded a batch at a time either way (the array work is per batch); without GSO
         # a batch then leaves one datagram per call.
         self.most = segments_per_call(codec.datagram_bytes)
@@ -315,7 +325,12 @@ class _DatagramWriter:
         except OSError as exc:
             if exc.errno == errno.ENOBUFS:
                 return True
-            if self.gso_note is None and exc.errno in (errno.EIO, errno.EINVAL, errno.EOPNOTSUPP):
+            if self.gso_note is None and exc.errno in (
+                errno.EIO,
+                errno.EINVAL,
+                errno.EOPNOTSUPP,
+                errno.EMSGSIZE,
+            ):
                 self.fall_back(f"a segmented send failed ({exc.strerror})")
                 return False
             raise SendError("connection", f"cannot send a datagram: {exc}") from None
@@ -423,7 +438,7 @@ def send_file(
         Required unless ``insecure``.
     insecure : bool, default False
         Talk to a receiver that runs without a secret (and only to such a receiver).
-    payload_bytes : int, default 1468
+    payload_bytes : int, default 1440
         File bytes per datagram S_pkt (the datagram adds a 32-byte header).
     name : str, optional
         Name for the receiver (default: the file's base name).
@@ -731,7 +746,9 @@ def _send(
         raise SendError(exc.field, exc.reason) from None
     finally:
         # Views of the file's memory map: the caller closes the map, which needs them gone
-        # (a traceback keeps this frame's variables alive).
+        # (a traceback keeps the frames, and so the writer, alive).
+        if writer is not None:
+            writer.source = np.empty(0, np.uint8)
         source = writer = None
         if udp is not None:
             udp.close()

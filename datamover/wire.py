@@ -85,10 +85,12 @@ HEADER_BYTES = _PREFIX.size + TAG_BYTES
 #: Largest UDP payload over IPv4 (65535 - 20 IP - 8 UDP) and the file payload that fits.
 MAX_DATAGRAM_BYTES = 65_507
 MAX_PAYLOAD_BYTES = MAX_DATAGRAM_BYTES - HEADER_BYTES
-#: File bytes per datagram unless told otherwise: the model's S_pkt
-#: (``transport.DEFAULT_PACKET_PAYLOAD_BYTES``; tests/datamover/test_wire_format.py pins
-#: them equal), kept here so that moving a file does not load the models.
-DEFAULT_PAYLOAD_BYTES = 1468
+#: File bytes per datagram unless told otherwise: with this header and tag (32 bytes),
+#: UDP (8) and IPv4 (20), a 1,500-byte IP packet, the Ethernet MTU and the model's packet
+#: (S_pkt + 32 bytes, ``transport.DEFAULT_PACKET_PAYLOAD_BYTES``;
+#: tests/datamover/test_wire_format.py pins the sum).  A larger datagram leaves in two
+#: IP fragments on such a link, and cannot be sent in UDP GSO batches.
+DEFAULT_PAYLOAD_BYTES = 1440
 _MAX_PACKETS = 2**32  # seq is 32 bits
 #: Last blast round a datagram can name (16 bits); no transfer may run more rounds.
 MAX_ROUND = 2**16 - 1

@@ -28,6 +28,7 @@ from rich.table import Table
 
 from app.schemas.units import QuantityError, parse_bitrate, parse_size
 from datamover import HEADER_BYTES
+from datamover.wire import DEFAULT_PAYLOAD_BYTES
 from datamover.receive_path import calibration_receive_path
 from host import HostProfile, WorkloadError
 from host.calibration import (
@@ -105,10 +106,10 @@ def _spread_row(table: Table, name: str, unit: str, s: Spread, scale: float = 1.
 )
 @click.option(
     "--payload",
-    default=1468,
+    default=DEFAULT_PAYLOAD_BYTES,
     show_default=True,
     type=click.IntRange(1, 65_000),
-    help="Payload per datagram.",
+    help="File bytes per datagram, as `blastrate send --payload`.",
 )
 @click.option(
     "--rcvbuf",

@@ -6,6 +6,7 @@ timeout, a round limit) and sends only to 127.0.0.1.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import socket
@@ -29,6 +30,7 @@ from datamover import (
     send_file,
 )
 from datamover.handshake import SessionKeys, session_keys, stretched_key
+from datamover.wire import DEFAULT_PAYLOAD_BYTES
 
 SECRET = b"transfer-test-secret-0123"
 LIMITS = ReceiverLimits(total_timeout_s=60.0, idle_timeout_s=20.0, accept_timeout_s=20.0)
@@ -82,12 +84,14 @@ def _transfer(tmp_path: Path, size: int, *, rate_bps: float | None = 200e6, **rx
     return data, out / "data.bin", report, serve.result
 
 
-@pytest.mark.parametrize("size", [0, 1, 1468, 1468 * 3, 1_000_003])
+@pytest.mark.parametrize(
+    "size", [0, 1, DEFAULT_PAYLOAD_BYTES, DEFAULT_PAYLOAD_BYTES * 3 + 1, 1_000_003]
+)
 def test_intact_transfer(tmp_path: Path, size: int) -> None:
     data, written, report, rx = _transfer(tmp_path, size)
     assert written.read_bytes() == data
     assert report.digest_ok and report.sha256 == hashlib.sha256(data).hexdigest()
-    assert report.packets == -(-size // 1468)
+    assert report.packets == -(-size // DEFAULT_PAYLOAD_BYTES)
     assert rx.rounds == len(report.rounds) >= 1
     # Only the final file is left: the temporary file was renamed.
     assert sorted(p.name for p in written.parent.iterdir()) == ["data.bin"]
@@ -277,7 +281,7 @@ def test_spoofed_hostile_datagrams_never_corrupt_the_file(tmp_path: Path, monkey
     data = _payload(src, size, seed=3)
     out = tmp_path / "out"
     out.mkdir()
-    codec = DatagramCodec(keys.session, keys.data_key, size, 1468)
+    codec = DatagramCodec(keys.session, keys.data_key, size, DEFAULT_PAYLOAD_BYTES)
     sport, dport = _free_udp_port(), _free_udp_port()
     spoofer = _Spoofer(sport, dport)
     limits = replace(LIMITS, max_sessions=1)
@@ -364,8 +368,11 @@ def test_forged_datagrams_with_the_key_fail_the_digest_and_write_nothing(
     _payload(src, size)
     out = tmp_path / "out"
     out.mkdir()
-    codec = DatagramCodec(keys.session, keys.data_key, size, 1468)
-    forged = [codec.encode(seq, 1, b"\x00" * 1468) for seq in range(codec.packet_count)]
+    codec = DatagramCodec(keys.session, keys.data_key, size, DEFAULT_PAYLOAD_BYTES)
+    forged = [
+        codec.encode(seq, 1, b"\x00" * codec.payload_length(seq))
+        for seq in range(codec.packet_count)
+    ]
     sport, dport = _free_udp_port(), _free_udp_port()
     spoofer = _Spoofer(sport, dport)
     limits = replace(LIMITS, max_sessions=1)
@@ -467,3 +474,51 @@ def test_a_received_file_gets_the_usual_mode(tmp_path: Path) -> None:
     umask = os.umask(0o022)
     os.umask(umask)
     assert written.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_receiver_without_gro_takes_a_gso_senders_datagrams_one_per_read(
+    tmp_path: Path,
+) -> None:
+    data, written, report, rx = _transfer(tmp_path, 300_007, rate_bps=None, gro=False)
+    assert written.read_bytes() == data
+    assert report.gso == "on" and report.batch_packets > 1
+    assert rx.gro == "turned off (--no-gro)" and rx.reads >= rx.accepted
+
+
+class _RefusingSocket:
+    """A connected UDP socket whose kernel refuses segmented sends (as a device without
+    checksum offload does, EIO), for the sender's fallback."""
+
+    def __init__(self, datagram_bytes: int) -> None:
+        self.datagram_bytes = datagram_bytes
+        self.sent: list[bytes] = []
+
+    def send(self, data: Any) -> int:
+        if len(data) > self.datagram_bytes:
+            raise OSError(errno.EIO, "Input/output error")
+        self.sent.append(bytes(data))
+        return len(data)
+
+    def setsockopt(self, *args: Any) -> None:
+        pass
+
+
+def test_a_refused_segmented_send_falls_back_and_loses_nothing(monkeypatch) -> None:
+    import numpy as np
+
+    from datamover import sender
+
+    monkeypatch.setattr(sender, "enable_gso", lambda sock, size: None)  # GSO "set"
+    data = os.urandom(50 * 1000 + 7)
+    codec = DatagramCodec(3, bytes(32), len(data), 1000)
+    sock = _RefusingSocket(codec.datagram_bytes)
+    writer = sender._DatagramWriter(sock, codec, np.frombuffer(data, np.uint8), gso=True)  # type: ignore[arg-type]
+    assert writer.gso_note is None
+    writer(np.arange(codec.packet_count, dtype=np.int64))
+    assert writer.gso_note is not None and "Input/output error" in writer.gso_note
+    got = {}
+    for d in sock.sent:
+        decoded = codec.decode(d)
+        assert decoded is not None
+        got[decoded[0]] = bytes(decoded[1])
+    assert b"".join(got[i] for i in range(codec.packet_count)) == data

@@ -152,16 +152,18 @@ def test_control_frames_over_the_limit_or_unknown_are_refused() -> None:
         rx.close()
 
 
-def test_the_data_movers_default_payload_is_the_models() -> None:
-    # Two homes for one number (the wire keeps its own so that a sender does not load
-    # the models): they must agree.
+def test_the_data_movers_default_datagram_is_the_models_packet() -> None:
+    # Two homes for one packet size (the wire keeps its own so that a sender does not
+    # load the models): the default datagram with UDP and IPv4 headers is the model's
+    # 1,500-byte packet (S_pkt + its 32 bytes of overhead), which fits an Ethernet MTU.
     import subprocess
     import sys
 
     from datamover.wire import DEFAULT_PAYLOAD_BYTES
-    from transport import DEFAULT_PACKET_PAYLOAD_BYTES
+    from transport import DEFAULT_HEADER_BYTES, DEFAULT_PACKET_PAYLOAD_BYTES
 
-    assert DEFAULT_PAYLOAD_BYTES == DEFAULT_PACKET_PAYLOAD_BYTES
+    ip_packet = DEFAULT_PAYLOAD_BYTES + HEADER_BYTES + 8 + 20
+    assert ip_packet == DEFAULT_PACKET_PAYLOAD_BYTES + DEFAULT_HEADER_BYTES == 1500
     # And moving a file does not load them: a fresh interpreter imports the sender and
     # the receiver without host, transport or numba.
     loaded = subprocess.run(

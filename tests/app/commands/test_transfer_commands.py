@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from app.commands.host_calibrate import calibrate
 from app.commands.transfer import receive, send
 from datamover import Receiver, ReceiverLimits, SendError, send_file
+from datamover.wire import DEFAULT_PAYLOAD_BYTES, MAX_ROUND
 
 SECRET = "cli-test-secret-0123456789"
 LIMITS = ReceiverLimits(total_timeout_s=30, idle_timeout_s=10, accept_timeout_s=10)
@@ -57,7 +58,8 @@ def test_send_fixed_rate_json(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["digest_ok"] and report["rate_bps"] == 100e6 and report["rate_source"] == "fixed"
-    assert report["rounds"][0]["packets_sent"] == -(-50_000 // 1468)
+    assert report["rounds"][0]["packets_sent"] == -(-50_000 // DEFAULT_PAYLOAD_BYTES)
+    assert report["gso"] == "on" and report["batch_packets"] >= 1
     assert (out / "payload.bin").read_bytes() == src.read_bytes()
 
 
@@ -349,3 +351,35 @@ def test_send_refuses_a_delay_no_receiver_advises_for_as_usage(tmp_path: Path) -
         ["--to", "127.0.0.1:9", str(src), "--delay", "1e300s", "--insecure"],
     )
     assert r.exit_code == 2 and "blastrate: error: --delay:" in r.stderr
+
+
+def test_send_without_gso_says_so_and_arrives_intact(tmp_path: Path) -> None:
+    src = _file(tmp_path, 200_000)
+    out = tmp_path / "out"
+    out.mkdir()
+    with Receiver(out, secret=SECRET.encode(), limits=LIMITS, gro=False) as rx:
+        t = _serve_in_thread(rx)
+        result = CliRunner().invoke(
+            send,
+            [str(src), "--to", f"127.0.0.1:{rx.port}", "--rate", "max", "--no-gso", "--json"],
+            env={"BLASTRATE_SECRET": SECRET},
+        )
+        t.join(timeout=30)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["digest_ok"] and report["gso"] == "turned off (--no-gso)"
+    assert (out / "payload.bin").read_bytes() == src.read_bytes()
+
+
+@pytest.mark.parametrize("command", [send, receive])
+def test_more_rounds_than_a_datagram_can_name_is_a_usage_error(
+    tmp_path: Path, command: object
+) -> None:
+    src = _file(tmp_path)
+    args = (
+        [str(src), "--to", "127.0.0.1:9", "--insecure"]
+        if command is send
+        else ["--port", "9", "--output", str(tmp_path), "--insecure"]
+    )
+    result = CliRunner().invoke(command, [*args, "--max-rounds", str(MAX_ROUND + 1)])  # type: ignore[arg-type]
+    assert result.exit_code == 2 and "--max-rounds" in result.output
