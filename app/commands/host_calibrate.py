@@ -28,8 +28,8 @@ from rich.table import Table
 
 from app.schemas.units import QuantityError, parse_bitrate, parse_size
 from datamover import HEADER_BYTES
-from datamover.wire import DEFAULT_PAYLOAD_BYTES
 from datamover.receive_path import calibration_receive_path
+from datamover.wire import DEFAULT_PAYLOAD_BYTES
 from host import HostProfile, WorkloadError
 from host.calibration import (
     Spread,
