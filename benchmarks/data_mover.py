@@ -24,6 +24,12 @@ Ratios are geometric means over blocks of per-block ratios (both figures of a ra
 from the same block), with a 95 % interval that resamples blocks (4,000 resamples).  The
 1-minute load average is printed before and after; run it on a quiet machine.
 
+``--paths`` prints instead what one datagram costs on the receive path's two forms
+(the array form over a coalesced batch, and one datagram at a time) at batch sizes 1-43,
+and the tag's cost in each MAC considered (keyed BLAKE2b in hashlib, AES-GCM through
+``cryptography``): the measurements behind ``datamover.receive_path.ARRAY_MIN_SEGMENTS``
+and the wire format's choice of AES-GCM.
+
 Bounded: every command is killed after 120 s, iperf3 runs 2 s, each transfer sends one
 file; traffic goes only to 127.0.0.1 and to the namespaces made here.
 """
@@ -207,12 +213,69 @@ def _geo_interval(ratios: np.ndarray, resamples: int = 4000) -> tuple[float, flo
     )
 
 
+def _paths(repeats: int = 3000) -> None:
+    """Microseconds per datagram of the receive path's two forms, and of two MACs."""
+    import hashlib
+    import socket
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from datamover import DatagramCodec
+    from datamover.receive_path import ReceivePath
+    from datamover.wire import DEFAULT_PAYLOAD_BYTES
+
+    size = DEFAULT_PAYLOAD_BYTES * 50_000
+    codec = DatagramCodec(5, os.urandom(32), size, DEFAULT_PAYLOAD_BYTES)
+    source = np.frombuffer(os.urandom(size), np.uint8)
+    a, _peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    store = os.open(tempfile.gettempdir(), os.O_TMPFILE | os.O_RDWR, 0o600)
+    path = ReceivePath(a, codec, store)
+    m = codec.datagram_bytes
+    print("datagrams per read | array form (us/datagram) | one at a time (us/datagram)")
+    for n in (1, 2, 4, 8, 12, 16, 24, 43):
+        rows = path._bytes[: n * m].reshape(n, m)
+        codec.encode_full(np.arange(n, dtype=np.int64), 1, source, rows)
+        start = time.perf_counter()
+        for _ in range(repeats):
+            path._take(rows)
+            path.forget()
+        array = (time.perf_counter() - start) / repeats / n
+        start = time.perf_counter()
+        for _ in range(repeats):
+            for j in range(n):
+                path._one((j + 1) * m, j * m)
+            path.forget()
+        single = (time.perf_counter() - start) / repeats / n
+        print(f"{n:18d} | {array * 1e6:24.2f} | {single * 1e6:27.2f}")
+    datagram = os.urandom(m - 16)
+    key = os.urandom(32)
+    aead = AESGCM(key)
+    nonce = bytes(12)
+    for name, tag in (
+        (
+            "keyed BLAKE2b (hashlib)",
+            lambda: hashlib.blake2b(datagram, key=key, digest_size=16).digest(),
+        ),
+        ("AES-256-GCM, no plaintext (cryptography)", lambda: aead.encrypt(nonce, b"", datagram)),
+    ):
+        start = time.perf_counter()
+        for _ in range(20 * repeats):
+            tag()
+        cost = (time.perf_counter() - start) / (20 * repeats)
+        print(f"{name}: {cost * 1e6:.2f} us per {m - 16}-byte datagram")
+    os.close(store)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=5)
     parser.add_argument("--size", default="200MB")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--paths", action="store_true", help="the receive path's forms and MACs")
     args = parser.parse_args()
+    if args.paths:
+        _paths()
+        return
     if not 1 <= args.blocks <= 20:
         parser.error("--blocks must lie in [1, 20]")
     size = parse_size(args.size, "--size")
