@@ -12,12 +12,14 @@ each in a shuffled order, so that a drift of the machine's speed touches them al
   receiver, CPU 0) took in;
 * ``max``: ``send --rate max`` over loopback, UDP GSO and GRO on (the default); goodput =
   file bits / ``transfer_s`` (first datagram to "nothing missing"), the file intact;
+* ``max, --rcvbuf 4MiB``: the same with a 4 MiB receive buffer;
 * ``max, no GSO/GRO``: the same with ``send --no-gso`` and ``receive --no-gro`` (one
   datagram per system call, as on a kernel without them);
 * ``5G``: ``send --rate 5G`` over loopback: the first blast's achieved rate against 5 Gbit/s;
 * ``1G veth``: ``send --rate 1G`` over a veth pair between two namespaces made here, a tbf
   line of 1 Gbit/s of payload on the sender's end and RPS to CPU 0
-  (``benchmarks/veth_link.py``): the first blast's rate and loss.  Without root, ``ip``
+  (``benchmarks/veth_link.py``): the first blast's rate and loss, with the kernel's
+  default receive buffer and with ``receive --rcvbuf 4MiB``.  Without root, ``ip``
   or ``tc`` this case is skipped and the report says why.
 
 Ratios are geometric means over blocks of per-block ratios (both figures of a ratio come
@@ -297,19 +299,26 @@ def main() -> None:
             "max, no GSO/GRO": lambda: _transfer(
                 path, out, env, ["--rate", "max", "--no-gso"], ["--no-gro"]
             ),
+            "max, --rcvbuf 4MiB": lambda: _transfer(
+                path, out, env, ["--rate", "max"], ["--rcvbuf", "4MiB"]
+            ),
             "5G": lambda: _transfer(path, out, env, ["--rate", "5G"], []),
         }
         if veth:
-            cases["1G veth"] = lambda: _transfer(
-                path,
-                out,
-                env,
-                ["--rate", "1G"],
-                [],
-                host=link.address,
-                rx_ns=RX_NS,
-                tx_ns=TX_NS,
-            )
+            for label, buffer in (
+                ("1G veth", []),
+                ("1G veth, --rcvbuf 4MiB", ["--rcvbuf", "4MiB"]),
+            ):
+                cases[label] = lambda buffer=buffer: _transfer(
+                    path,
+                    out,
+                    env,
+                    ["--rate", "1G"],
+                    buffer,
+                    host=link.address,
+                    rx_ns=RX_NS,
+                    tx_ns=TX_NS,
+                )
         rng = random.Random(38)
         for block in range(args.blocks):
             order = list(cases)
@@ -334,7 +343,7 @@ def main() -> None:
         "blocks": args.blocks,
         "size_bytes": size,
     }
-    for case in ("max", "max, no GSO/GRO"):
+    for case in ("max", "max, --rcvbuf 4MiB", "max, no GSO/GRO"):
         ratio = per_block(case, "goodput_bps") / iperf
         g, lo, hi = _geo_interval(ratio)
         summary[f"{case}: goodput / iperf3"] = {"geomean": g, "ci95": [lo, hi]}
@@ -345,15 +354,17 @@ def main() -> None:
         "min": float(five.min()),
         "max": float(five.max()),
     }
-    if "1G veth" in {r["case"] for r in rows}:
-        one = per_block("1G veth", "first_blast_bps") / 1e9
-        summary["1G veth: first blast / 1 Gbit/s"] = {
+    for case in ("1G veth", "1G veth, --rcvbuf 4MiB"):
+        if case not in {r["case"] for r in rows}:
+            continue
+        one = per_block(case, "first_blast_bps") / 1e9
+        summary[f"{case}: first blast / 1 Gbit/s"] = {
             "median": float(np.median(one)),
             "min": float(one.min()),
             "max": float(one.max()),
         }
-        summary["1G veth: first blast loss, max over blocks"] = float(
-            per_block("1G veth", "first_loss").max()
+        summary[f"{case}: first blast loss, max over blocks"] = float(
+            per_block(case, "first_loss").max()
         )
     print(json.dumps(summary, indent=2))
     if args.json is not None:

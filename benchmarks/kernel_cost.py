@@ -37,10 +37,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from datamover import HEADER_BYTES
+from datamover.wire import DEFAULT_PAYLOAD_BYTES
 from host import kernel_path as kp
 from host.calibration import IdleSpinner
 
-PAYLOAD = 1468
+# The data mover's datagram: a 1,500-byte IP packet (1468 left in IP fragments on veth).
+PAYLOAD = DEFAULT_PAYLOAD_BYTES
 
 
 def spinner(pair: kp.VethPair, rate_bps: float, seconds: float, tx_cpu: int) -> float:

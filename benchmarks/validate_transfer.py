@@ -91,6 +91,7 @@ from veth_link import CLONE_NEWNET, Drops, Link, setns
 import queues
 from datamover import HEADER_BYTES, Receiver, ReceiverLimits, SendError, new_secret, send_file
 from datamover.sender import blast
+from datamover.wire import DEFAULT_PAYLOAD_BYTES
 from host import HostProfile, Workload
 from host.calibration import (
     IdleSpinner,
@@ -103,7 +104,8 @@ from host.calibration import (
 from transport import transfer_time, workload_bottleneck_rate
 from transport.timeslice import competitors_per_core, time_slice_bottleneck_rate
 
-PAYLOAD = 1468
+# The data mover's datagram: a 1,500-byte IP packet (1468 left in IP fragments on veth).
+PAYLOAD = DEFAULT_PAYLOAD_BYTES
 CTX = multiprocessing.get_context("fork")
 # One secret for the run; the receiver is a forked child and inherits it.
 SECRET = new_secret().encode()

@@ -16,10 +16,12 @@ import time
 from pathlib import Path
 
 from datamover import HEADER_BYTES
+from datamover.wire import DEFAULT_PAYLOAD_BYTES
 
 __all__ = ["CLONE_NEWNET", "RX_ADDR", "RX_NS", "TX_ADDR", "TX_NS", "Drops", "Link", "setns"]
 
-PAYLOAD = 1468
+# The data mover's datagram: a 1,500-byte IP packet (1468 left in IP fragments on veth).
+PAYLOAD = DEFAULT_PAYLOAD_BYTES
 TX_NS, RX_NS = "blastrate-tx", "blastrate-rx"
 TX_DEV, RX_DEV = "brtx0", "brrx0"
 # Addresses inside the two namespaces this script makes (no route leaves them).
