@@ -164,37 +164,31 @@ def _iperf3(
         text=True,
     )
     try:
-        client = None
-        for _ in range(50):  # the server listens within milliseconds; retry until it does
-            client = subprocess.run(
-                _pinned(
-                    TX_CPU,
-                    [
-                        "iperf3",
-                        "-c",
-                        host,
-                        "-p",
-                        str(port),
-                        "-u",
-                        "-b",
-                        bitrate,
-                        "-l",
-                        "1472",
-                        "-t",
-                        "2",
-                        "--json",
-                    ],
-                    netns_tx,
-                ),
-                capture_output=True,
-                text=True,
-                timeout=TIMEOUT_S,
-                check=False,
-            )
-            if client.returncode == 0:
-                break
-            time.sleep(0.05)
-        assert client is not None and client.returncode == 0, client and client.stdout[-300:]
+        # Wait until it listens (a probe connection would be taken as the one test).
+        listen = ["ss", "-Hltn", f"sport = :{port}"]
+        if netns_rx:
+            listen = ["ip", "netns", "exec", netns_rx, *listen]
+        deadline = time.monotonic() + 10.0
+        while not subprocess.run(listen, capture_output=True, text=True, check=False).stdout:
+            if time.monotonic() > deadline:
+                raise RuntimeError("iperf3's server did not listen within 10 s")
+            time.sleep(0.02)
+        client = subprocess.run(
+            _pinned(
+                TX_CPU,
+                [
+                    *("iperf3", "-c", host, "-p", str(port), "-u", "-b", bitrate),
+                    *("-l", "1472", "-t", "2", "--json"),
+                ],
+                netns_tx,
+            ),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+        if client.returncode != 0:
+            raise RuntimeError(f"iperf3 failed: {client.stdout[-300:]}")
         out, _ = server.communicate(timeout=TIMEOUT_S)
     finally:
         if server.poll() is None:
