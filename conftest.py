@@ -47,7 +47,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if _FOLDER is not None:
         shutil.rmtree(_FOLDER, ignore_errors=True)
     if _SESSION_TMP is not None:
-        shutil.rmtree(_SESSION_TMP, ignore_errors=True)
+        # After multiprocessing's own exit clean-up, which removes this process's pymp-*
+        # folder in it (removing the folder first made that clean-up raise at exit).
+        from multiprocessing import util
+
+        util.Finalize(
+            None,
+            shutil.rmtree,
+            args=(_SESSION_TMP,),
+            kwargs={"ignore_errors": True},
+            exitpriority=-200,
+        )
 
 
 #: The PostgreSQL server that ``scripts/test`` starts (from Debian's packages), or None.
