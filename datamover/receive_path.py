@@ -20,6 +20,7 @@ what ``pwrite`` does (a page fault per 4 KiB page; benchmarks/data_mover.py).
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import sys
@@ -30,7 +31,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from .segments import RECEIVE_BUFFER_BYTES, SOL_UDP, UDP_GRO
+from .segments import MAX_SEGMENTS, RECEIVE_BUFFER_BYTES, SOL_UDP, UDP_GRO
 from .wire import HEADER_BYTES, TAG_BYTES, DatagramCodec
 
 __all__ = ["ARRAY_MIN_SEGMENTS", "ReceivePath", "StoreError", "calibration_receive_path"]
@@ -40,7 +41,7 @@ _CMSG_BYTES = socket.CMSG_SPACE(4)  # one int: the size of the coalesced datagra
 _PAYLOAD_AT = HEADER_BYTES - TAG_BYTES  # the payload follows the 16-byte prefix
 #: Fewest datagrams in a coalesced read for which the array path is used: below, its
 #: fixed cost (about 30 us of NumPy calls) exceeds that of checking them one at a time
-#: (1,468-byte payloads: 4.0 against 9.7 us a datagram at 4, even at 12, 1.6 against 3.2
+#: (1,440-byte payloads: 3.6 against 8.2 us a datagram at 4, even at 12, 1.5 against 3.1
 #: at 43; benchmarks/data_mover.py --paths).
 ARRAY_MIN_SEGMENTS = 12
 
@@ -101,8 +102,12 @@ class ReceivePath:
             raise ValueError("have must hold one byte per datagram of the file")
         self._have = np.frombuffer(self.have, dtype=np.uint8)
         self.store = store
-        # +1: an over-long datagram shows as one byte too many and fails the codec.
-        self._buf = bytearray(max(RECEIVE_BUFFER_BYTES, codec.datagram_bytes + 1))
+        # Room for the largest batch GRO makes of these datagrams (64 of them), and +1: an
+        # over-long datagram shows as one byte too many and fails the codec.  A batch cut
+        # short (MSG_TRUNC) loses its tail, which the next round resends.
+        self._buf = bytearray(
+            max(RECEIVE_BUFFER_BYTES, min(MAX_SEGMENTS * codec.datagram_bytes, 2**22)) + 1
+        )
         self._bytes = np.frombuffer(self._buf, dtype=np.uint8)
         self._view = memoryview(self._buf)
         self._payloads: tuple[int, list[memoryview]] = (0, [])
@@ -169,9 +174,11 @@ class ReceivePath:
         else:
             assert self.store is not None  # a valid datagram implies a non-empty file
             try:
-                os.pwrite(self.store, payload, seq * self.payload_bytes)
+                written = os.pwrite(self.store, payload, seq * self.payload_bytes)
             except OSError as exc:
                 raise StoreError(exc.errno, exc.strerror) from None
+            if written != len(payload):
+                raise StoreError(errno.ENOSPC, "short write (file system full or quota)")
             self.have[seq] = 1
             self.accepted += 1
         return 1
@@ -206,11 +213,16 @@ class ReceivePath:
         breaks = (np.flatnonzero(np.diff(seqs) != 1) + 1).tolist()
         size = self.payload_bytes
         rows_list, seqs_list = rows.tolist(), seqs.tolist()
+        length = m - HEADER_BYTES
         try:
             for begin, end in zip([0, *breaks], [*breaks, len(seqs_list)], strict=True):
-                os.pwritev(
+                written = os.pwritev(
                     self.store, [payloads[r] for r in rows_list[begin:end]], seqs_list[begin] * size
                 )
+                if written != (end - begin) * length:
+                    raise StoreError(errno.ENOSPC, "short write (file system full or quota)")
+        except StoreError:
+            raise
         except OSError as exc:
             raise StoreError(exc.errno, exc.strerror) from None
 
@@ -231,10 +243,16 @@ def calibration_receive_path(
     """Datagrams of a made-up transfer and the receive path that takes them.
 
     For :func:`host.calibration.measure_net_service`: its sender sends ``datagrams``
-    round and round; its receiver calls ``path(sock)(N)`` at each wake-up, the receive
-    path of ``blastrate receive`` over an anonymous memory map of the file, which
+    round and round, one per call; its receiver calls ``path(sock)(N)`` at each wake-up,
+    the receive path of ``blastrate receive`` writing into a temporary file, which
     forgets what it stored each time it comes upon a datagram it already has, so that
-    nearly every datagram is checked and copied as the first of a blast's are.
+    nearly every datagram is checked and written as the first of a blast's are.
+
+    One datagram per read is the path a receiver runs at the rates it advises: a sender
+    batches as many datagrams as it sends in 50 us (5 at 1 Gbit/s), and reads of fewer
+    than :data:`ARRAY_MIN_SEGMENTS` are checked one at a time.  Above about 2.8 Gbit/s
+    (12 datagrams in 50 us) the receiver runs the cheaper array form, which this
+    calibration does not measure.
 
     Parameters
     ----------

@@ -391,7 +391,7 @@ def _hello_field(hello: dict[str, Any], key: str, kind: type) -> Any:
 
 
 class _Transfer:
-    """The state of one file being received (codec, memory map, have-bitmap).
+    """The state of one file being received (codec, file descriptor, have-bitmap).
 
     Every ``OSError`` of the file system becomes a :class:`ReceiveError` (field
     ``output``) with nothing left behind.

@@ -7,7 +7,7 @@ in a control message.  Both are Linux (4.18 and 5.0); QUIC stacks get their spee
 them.  Where a kernel or a device refuses, the data mover falls back to one datagram
 per call and says so (:func:`enable_gso`, :func:`enable_gro`).
 
-A GRO receiver is the paper's coalescing NIC in software: it takes N datagrams per
+A GRO receiver is the paper's coalescing NIC in software: it takes a batch of datagrams per
 wake-up (docs/conventions.md, the M/M[N]/1/K queue).
 """
 

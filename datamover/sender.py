@@ -212,7 +212,7 @@ def batch_packets_for(rate_bps: float | None, packet_bits: float, most: int) -> 
     """Datagrams per paced batch: as many as the rate sends in
     :data:`BATCH_SPACING_S` (at least 1, at most ``most``); ``most`` when unpaced.
 
-    Small at the rates a busy receiver is advised (3 at 500 Mbit/s with 1,468-byte
+    Small at the rates a busy receiver is advised (3 at 500 Mbit/s with 1,440-byte
     payloads, 5 at 1 Gbit/s), so that the arrivals stay close to the paced stream the
     model assumes; larger where only a batch per system call keeps the rate (22 at
     5 Gbit/s).
@@ -542,7 +542,10 @@ def send_file(
         )
     finally:
         if view is not None:
-            view.close()
+            # An exception's traceback may still hold a view of the map (an interrupt
+            # inside the batch encoder): the map then closes when it is collected.
+            with contextlib.suppress(BufferError):
+                view.close()
 
 
 #: How long a sender keeps trying when the receiver closes its connection during the

@@ -437,15 +437,21 @@ def receiver_advice(
     help="File bytes per datagram.",
 )
 @click.option("--name", default=None, help="Name to store the file under [default: its own name].")
-@click.option("--max-rounds", default=1000, show_default=True, type=click.IntRange(1, MAX_ROUND))
+@click.option(
+    "--max-rounds",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(1, MAX_ROUND),
+    help="Most blast rounds (each datagram names its round in 16 bits).",
+)
 @click.option(
     "--timeout", "timeout", default="1h", show_default=True, help="Limit on the whole transfer."
 )
 @click.option(
     "--no-gso",
     is_flag=True,
-    help="One datagram per system call, not a batch per call with UDP segmentation "
-    "offload (GSO, used where the kernel has it).",
+    help="Send one datagram per system call instead of batches with UDP segmentation "
+    "offload (GSO; used by default where the kernel supports it).",
 )
 @click.option(
     "--cport",
@@ -582,7 +588,7 @@ def send(
         auto = {**report.advice, "computed_by": f"receiver {host}:{port}"}
     if report.gso != "on" and not no_gso:
         # Said once: this sender is slower than it could be here.
-        click.echo(f"blastrate: one datagram per send: GSO {report.gso}", err=True)
+        click.echo(f"blastrate: GSO off, one datagram per send: {report.gso}", err=True)
     out: dict[str, Any] = {**report.to_dict(), "rate_source": source}
     out.pop("advice", None)
     if auto is not None:
@@ -662,11 +668,17 @@ def send(
 @click.option(
     "--no-gro",
     is_flag=True,
-    help="Read one datagram per system call, not a batch per call with UDP receive "
-    "offload (GRO, used where the kernel has it).",
+    help="Read one datagram per system call instead of batches coalesced by UDP GRO (used "
+    "by default where the kernel supports it).",
 )
 @click.option("--max-file-size", default="16GiB", show_default=True, help="Largest file accepted.")
-@click.option("--max-rounds", default=1000, show_default=True, type=click.IntRange(1, MAX_ROUND))
+@click.option(
+    "--max-rounds",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(1, MAX_ROUND),
+    help="Most blast rounds of a transfer (each datagram names its round in 16 bits).",
+)
 @click.option(
     "--timeout", "timeout", default="1h", show_default=True, help="Limit on each transfer."
 )
