@@ -11,6 +11,7 @@ stores is what the time-slice model reads.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 
 import pytest
@@ -118,3 +119,22 @@ def test_kernel_cost_refuses_the_receive_core_as_sender() -> None:
         kp.measure_kernel_cost(
             pair, tx_cpu=0, rate_bps=1e8, datagram_bytes=HEADER_BYTES + 1468, payload_bytes=1468
         )
+
+
+def test_the_measurements_sender_batches_as_the_products_does() -> None:
+    """The product's batches (datamover.sender.batch_packets_for): as many datagrams as
+    the rate sends in 50 us, one segmented send each; one per send at low rates."""
+    from datamover.segments import segments_per_call
+    from datamover.sender import BATCH_SPACING_S, batch_packets_for
+
+    ring = [bytes([i]) * 1472 for i in range(10)]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("127.0.0.1", 9))
+        for rate_bps in (1e8, 1e9, 5e9):
+            rate_pps = rate_bps / (8 * 1440)
+            sends, batch = kp._batches(s, ring, rate_pps)
+            assert kp._BATCH_SPACING_S == BATCH_SPACING_S
+            assert batch == batch_packets_for(rate_bps, 8 * 1440, segments_per_call(1472))
+            assert all(len(x) == 1472 * batch for x in sends)
+            if batch > 1:  # consecutive datagrams of the ring, round robin
+                assert sends[0][:1472] == ring[0] and sends[0][1472:2944] == ring[1]
