@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import socket
 
 import click
+
+from .common import EXIT_USAGE, CliError
 
 __all__ = ["LOG_LEVELS", "serve"]
 
@@ -35,6 +38,7 @@ def serve(host: str, port: int, workers: int, log_level: str | None) -> None:
     Example:
       blastrate serve --port 9000 --workers 2
     """
+    _check_bind(host, port)
     import uvicorn
 
     from app.runtime.observability import logging_config
@@ -55,3 +59,21 @@ def serve(host: str, port: int, workers: int, log_level: str | None) -> None:
         server_header=False,
         http=BoundedHttpProtocol,
     )
+
+
+def _check_bind(host: str, port: int) -> None:
+    """Refuse a port that cannot be bound as a usage error naming ``--port`` (uvicorn
+    would log it and exit 3, the status of a model without an answer)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise CliError(f"--host: cannot resolve {host!r}: {exc.strerror}", EXIT_USAGE) from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise CliError(
+                f"--port: cannot bind {host}:{port}: {exc.strerror}", EXIT_USAGE
+            ) from None

@@ -747,7 +747,7 @@ def receive(
     Only senders that hold the shared secret may send.  Without --secret-file or
     BLASTRATE_SECRET the receiver makes a secret and prints it once.  The secret
     decides who may write and keeps every datagram intact; it does not hide the data
-    (see the README's threat model).
+    (see the threat model in docs/data-mover.md).
     """
     if once and transfers is not None:
         _fail("--once", "excludes --transfers (it is --transfers 1)", EXIT_USAGE)

@@ -113,3 +113,19 @@ def test_one_address_cannot_hold_every_connection(server) -> None:
     finally:
         for s in held + extra:
             s.close()
+
+
+def test_a_port_in_use_is_a_usage_error_naming_the_option() -> None:
+    """One line naming --port and exit 2 (uvicorn logged it as JSON and exited 3, the
+    status of a model without an answer)."""
+    from click.testing import CliRunner
+
+    from app.commands.serve import serve
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(serve, ["--host", "127.0.0.1", "--port", str(port)])
+    assert result.exit_code == 2
+    assert f"--port: cannot bind 127.0.0.1:{port}: Address already in use" in result.output
