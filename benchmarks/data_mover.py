@@ -342,6 +342,10 @@ def main() -> None:
         g, lo, hi = _geo_interval(ratio)
         summary[f"{case}: goodput / iperf3"] = {"geomean": g, "ci95": [lo, hi]}
         summary[f"{case}: goodput_bps_median"] = float(np.median(per_block(case, "goodput_bps")))
+        # End to end, as the user waits: both digests, the handshake and every round.
+        summary[f"{case}: end_to_end_bps_median"] = float(
+            8.0 * size / np.median(per_block(case, "total_s"))
+        )
     five = per_block("5G", "first_blast_bps") / 5e9
     summary["5G: first blast / 5 Gbit/s"] = {
         "median": float(np.median(five)),
