@@ -391,6 +391,16 @@ def receiver_advice(
     return advisor, keeper
 
 
+#: One bound on both ends: each datagram names its blast round in 16 bits.
+_max_rounds_option = click.option(
+    "--max-rounds",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(1, MAX_ROUND),
+    help="Most blast rounds of a transfer (each datagram names its round in 16 bits).",
+)
+
+
 @click.command("send")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--to", "to", required=True, help="Receiver's control address, HOST:PORT.")
@@ -437,13 +447,7 @@ def receiver_advice(
     help="File bytes per datagram.",
 )
 @click.option("--name", default=None, help="Name to store the file under [default: its own name].")
-@click.option(
-    "--max-rounds",
-    default=1000,
-    show_default=True,
-    type=click.IntRange(1, MAX_ROUND),
-    help="Most blast rounds (each datagram names its round in 16 bits).",
-)
+@_max_rounds_option
 @click.option(
     "--timeout", "timeout", default="1h", show_default=True, help="Limit on the whole transfer."
 )
@@ -672,13 +676,7 @@ def send(
     "by default where the kernel supports it).",
 )
 @click.option("--max-file-size", default="16GiB", show_default=True, help="Largest file accepted.")
-@click.option(
-    "--max-rounds",
-    default=1000,
-    show_default=True,
-    type=click.IntRange(1, MAX_ROUND),
-    help="Most blast rounds of a transfer (each datagram names its round in 16 bits).",
-)
+@_max_rounds_option
 @click.option(
     "--timeout", "timeout", default="1h", show_default=True, help="Limit on each transfer."
 )

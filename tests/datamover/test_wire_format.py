@@ -197,15 +197,21 @@ def test_the_batch_check_agrees_with_the_single_one(case, data) -> None:
         assert seqs.tolist() == [single[0]] and rows.tolist() == [0]
 
 
+def _batch(codec: DatagramCodec, round_: int, n: int):
+    """n random full packets of a random file, encoded as one batch."""
+    source = np.frombuffer(np.random.default_rng(n).bytes(codec.file_size), np.uint8)
+    seqs = np.random.default_rng(n).integers(0, codec.full_packets, n)
+    out = np.empty((n, codec.datagram_bytes), np.uint8)
+    codec.encode_full(seqs, round_, source, out)
+    return source, seqs, out
+
+
 @given(datagrams(), st.integers(1, 8))
 def test_a_batch_encodes_as_its_datagrams_do(case, n) -> None:
     codec, _, round_, _ = case
     if codec.full_packets == 0:
         return
-    source = np.frombuffer(np.random.default_rng(n).bytes(codec.file_size), np.uint8)
-    seqs = np.random.default_rng(n).integers(0, codec.full_packets, n)
-    out = np.empty((n, codec.datagram_bytes), np.uint8)
-    codec.encode_full(seqs, round_, source, out)
+    source, seqs, out = _batch(codec, round_, n)
     p = codec.payload_bytes
     for row, seq in zip(out, seqs.tolist(), strict=True):
         assert row.tobytes() == codec.encode(seq, round_, source[seq * p : (seq + 1) * p].tobytes())
@@ -218,10 +224,7 @@ def test_a_batch_with_forgeries_anywhere_keeps_exactly_the_genuine_rows(case, n,
     codec, _, round_, _ = case
     if codec.full_packets == 0:
         return
-    source = np.frombuffer(np.random.default_rng(n).bytes(codec.file_size), np.uint8)
-    seqs = np.random.default_rng(n).integers(0, codec.full_packets, n)
-    out = np.empty((n, codec.datagram_bytes), np.uint8)
-    codec.encode_full(seqs, round_, source, out)
+    _, seqs, out = _batch(codec, round_, n)
     forged = data.draw(st.sets(st.integers(0, n - 1)))
     for row in forged:
         out[row, data.draw(st.integers(0, codec.datagram_bytes - 1))] ^= 1
