@@ -401,6 +401,16 @@ _max_rounds_option = click.option(
 )
 
 
+def provisional_note(auto: dict[str, Any]) -> str:
+    """Words for an ``auto`` answer that is a stand-in (also in ``--json``: ``calibrating``,
+    ``ready``), or ""."""
+    if auto.get("calibrating") is True:
+        return " (provisional: the receiver was still measuring its host)"
+    if auto.get("ready") is False:
+        return " (provisional: the receiver had not solved this workload ahead)"
+    return ""
+
+
 @click.command("send")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--to", "to", required=True, help="Receiver's control address, HOST:PORT.")
@@ -629,6 +639,7 @@ def send(
             f"K={auto.get('buffer_packets')} N={auto.get('coalesce_packets')}, "
             f"model {auto.get('model')}, predicted loss {loss}"
         )
+        target += provisional_note(auto)
     click.echo(
         f"rate {target}; sha256 {report.sha256} {'verified' if report.digest_ok else 'MISMATCH'}"
     )

@@ -383,3 +383,12 @@ def test_more_rounds_than_a_datagram_can_name_is_a_usage_error(
     )
     result = CliRunner().invoke(command, [*args, "--max-rounds", str(MAX_ROUND + 1)])  # type: ignore[arg-type]
     assert result.exit_code == 2 and "--max-rounds" in result.output
+
+
+def test_a_provisional_answer_is_said_in_words() -> None:
+    from app.commands.transfer import provisional_note
+
+    assert "still measuring" in provisional_note({"calibrating": True, "ready": False})
+    assert "not solved" in provisional_note({"calibrating": False, "ready": False})
+    assert provisional_note({"calibrating": False, "ready": True}) == ""
+    assert provisional_note({}) == ""
