@@ -26,7 +26,7 @@ __all__ = [
     "UDP_SEGMENT",
     "enable_gro",
     "enable_gso",
-    "path_mtu",
+    "largest_unfragmented",
     "segments_per_call",
 ]
 
@@ -46,14 +46,17 @@ _IPV6_MTU = getattr(socket, "IPV6_MTU", 24)
 IP_UDP_BYTES = {socket.AF_INET: 28, socket.AF_INET6: 48}
 
 
-def path_mtu(sock: socket.socket) -> int | None:
-    """The kernel's path MTU of a connected UDP socket (bytes), or None where unknown."""
+def largest_unfragmented(sock: socket.socket) -> int | None:
+    """The largest UDP payload (bytes) that leaves the connected ``sock`` in one IP packet:
+    the kernel's path MTU less the IP and UDP headers; None where unknown."""
     try:
         if sock.family == socket.AF_INET6:
-            return int(sock.getsockopt(socket.IPPROTO_IPV6, _IPV6_MTU))
-        return int(sock.getsockopt(socket.IPPROTO_IP, _IP_MTU))
+            mtu = int(sock.getsockopt(socket.IPPROTO_IPV6, _IPV6_MTU))
+        else:
+            mtu = int(sock.getsockopt(socket.IPPROTO_IP, _IP_MTU))
     except OSError:
         return None
+    return mtu - IP_UDP_BYTES.get(sock.family, 28)
 
 
 def segments_per_call(datagram_bytes: int) -> int:
@@ -87,12 +90,11 @@ def enable_gso(sock: socket.socket, datagram_bytes: int) -> str | None:
     """
     if segments_per_call(datagram_bytes) < 2:
         return f"datagrams of {datagram_bytes} bytes do not fit twice in one send"
-    mtu = path_mtu(sock)
-    headers = IP_UDP_BYTES.get(sock.family, 28)
-    if mtu is not None and datagram_bytes + headers > mtu:
+    room = largest_unfragmented(sock)
+    if room is not None and datagram_bytes > room:
         return (
-            f"datagrams of {datagram_bytes} bytes exceed the path MTU of {mtu}: each leaves "
-            f"in IP fragments (at most {mtu - headers} bytes fit)"
+            f"datagrams of {datagram_bytes} bytes exceed the path MTU: each leaves in IP "
+            f"fragments (at most {room} bytes fit)"
         )
     return _refusal(sock, UDP_SEGMENT, datagram_bytes)
 

@@ -33,7 +33,13 @@ from numpy.typing import NDArray
 
 from .control import ControlChannel, ControlError, MessageKind
 from .handshake import PROTOCOL_VERSION, SessionKeys, answer_challenge, stretched_key
-from .segments import SOL_UDP, UDP_SEGMENT, enable_gso, segments_per_call
+from .segments import (
+    SOL_UDP,
+    UDP_SEGMENT,
+    enable_gso,
+    largest_unfragmented,
+    segments_per_call,
+)
 from .wire import (
     DEFAULT_PAYLOAD_BYTES,
     HEADER_BYTES,
@@ -300,9 +306,11 @@ class _DatagramWriter:
         self.source = source
         self.round = 1
         self.gso_note = enable_gso(sock, codec.datagram_bytes) if gso else "turned off (--no-gso)"
-        if self.gso_note is not None and "path MTU" in self.gso_note:
-            fits = self.gso_note.rsplit("at most ", 1)[1].split()[0]
-            self.gso_note += f"; --payload {int(fits) - HEADER_BYTES} fits"
+        if self.gso_note is not None and gso:
+            # Too large for the path (not a refusal): name the payload that fits.
+            room = largest_unfragmented(sock)
+            if room is not None and codec.datagram_bytes > room:
+                self.gso_note += f"; --payload {room - HEADER_BYTES} fits"
         # Encoded a batch at a time either way (the array work is per batch); without GSO
         # a batch then leaves one datagram per call.
         self.most = segments_per_call(codec.datagram_bytes)
