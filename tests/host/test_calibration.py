@@ -120,6 +120,30 @@ def test_idle_spinner_sees_a_busy_loop_take_the_cpu() -> None:
     assert used > 0.6
 
 
+def test_idle_spinner_baseline_is_its_speed_on_an_unshared_cpu() -> None:
+    # The loop's speed is counted per second of its own CPU time, so a baseline taken
+    # while a nice-0 loop holds the CPU (the SCHED_IDLE loop gets about 0.3 % of it) is
+    # the speed of the loop alone.  Reference: the same loop's speed right after, with
+    # the busy loop gone; the tolerance, 25 %, is this VM's CPU speed drift with room.
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    ctx = multiprocessing.get_context("fork")
+    busy = ctx.Process(target=_spin_for, args=(cpu, 0.4), daemon=True)
+    busy.start()
+    try:
+        with IdleSpinner(cpu, baseline_s=0.2) as shared:
+            shared_rate = shared.idle_rate
+    except RuntimeError as exc:  # a machine whose CPU is never idle has no baseline
+        pytest.skip(str(exc))
+    finally:
+        busy.join(10)
+    try:
+        with IdleSpinner(cpu, baseline_s=0.2) as alone:
+            alone_rate = alone.idle_rate
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    assert shared_rate == pytest.approx(alone_rate, rel=0.25)
+
+
 def test_time_slice_is_a_plausible_scheduler_slice() -> None:
     # CFS and EEVDF slices are 0.75..24 ms on any kernel of the last decade.
     s = measure_time_slice(runs=2, seconds=0.5)
