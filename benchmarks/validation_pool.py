@@ -1,0 +1,299 @@
+"""The model judged as this machine allows: held-out scores pooled over validation runs.
+
+Per-row bars on five transfers are noise here (``validation_noise.py``: a repeat run,
+used as the model, meets them in none of 30 pairs).  This script scores the runs of
+``validate_transfer.py`` so that noise averages out and the winner's curse is gone:
+
+* **held out.**  In each workload, every rate was timed once per pass, the rates of a
+  pass in a shuffled order.  Hold out pass i, choose the best grid rate on the other
+  passes, and time both a rule and that best on pass i.  A rule's held-out ratio in the
+  workload is the sum of its held-out times over the sum of the best's (a rule that knew
+  the true best rate scores about 1, not below it as an in-sample best does).  A rule
+  whose rate was not measured gets each pass's time interpolated linearly in rate
+  between the neighbouring measured rates (clamped to the measured range).
+* **rules.**  Every model the run scored (``timeslice`` is the default), the baselines
+  (line rate, three quarters and half of it, the share rule), the previous run's best
+  rate for the same workload, and the **repeat-run oracle**: each other run's best rate,
+  the noise ceiling (its ratios averaged on a log scale over the other runs).
+* **pooled.**  Geometric means over the rows (workload x run), per run and over all
+  runs; the default over each other rule is the geometric mean of the rows' time ratios.
+  95 % intervals: resampling passes within rows, and resampling whole runs with the
+  passes inside them (both 4,000 resamples; percentile intervals).
+* **per workload**, the default over the oracle pooled over runs, its interval
+  resampling runs: the misses that stand above the noise.
+
+Rows a run marked ``noisy`` (its run queue above the workload's own) are left out.
+Scoring measures nothing::
+
+    .venv/bin/python benchmarks/validation_pool.py docs/results/validate_transfer_v3_run*.json \\
+        --json docs/results/validation_pool.json
+
+``--repeat R --prefix P -- [validate_transfer.py arguments]`` first makes R full runs
+back to back (as root, nothing else running), written to ``P1.json`` .. ``PR.json``, and
+pools them with any runs given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: The default model's key in a run's ``models``.
+DEFAULT = "timeslice"
+#: Rules that are not a model's: how a row's rate is found for them.
+BASELINES = ("line_rate", "three_quarter_line", "half_line", "share_rule")
+RESAMPLES = 4000
+
+
+def _key(w: dict[str, Any]) -> tuple[int, float, int, int, int]:
+    return (w["buffer_packets"], w["delay_s"], w["cpu_tasks"], w["io_tasks"], w["batch_packets"])
+
+
+class Row:
+    """One workload of one run: per-pass times at every measured rate.
+
+    Attributes
+    ----------
+    rates : ndarray, shape (R,)
+        Measured rates (bit/s), sorted.
+    times : ndarray, shape (R, P)
+        Transfer time (s) of each rate in each of the P passes that every rate completed.
+    grid : ndarray of bool, shape (R,)
+        Rates of the grids, among which the best is chosen.
+    """
+
+    def __init__(self, w: dict[str, Any]) -> None:
+        rows = sorted(
+            (r for r in w["rates"] if r["times_s"] and not r["failed"]),
+            key=lambda r: r["rate_bps"],
+        )
+        self.passes = min(len(r["times_s"]) for r in rows)
+        self.rates = np.array([r["rate_bps"] for r in rows])
+        self.times = np.array([r["times_s"][: self.passes] for r in rows])
+        self.grid = np.array([bool(r["in_grid"]) for r in rows])
+        self.line = float(w["line_rate_bps"])
+        self.best_rate = float(w["best_rate_bps"])
+
+    def at(self, rate: float) -> np.ndarray:
+        """Per-pass times (s) at ``rate``, interpolated between measured rates."""
+        rate = min(max(rate, self.rates[0]), self.rates[-1])
+        j = int(np.searchsorted(self.rates, rate))
+        if j < len(self.rates) and math.isclose(self.rates[j], rate, rel_tol=1e-6):
+            return self.times[j]
+        lo, hi = j - 1, j
+        f = (rate - self.rates[lo]) / (self.rates[hi] - self.rates[lo])
+        return self.times[lo] + f * (self.times[hi] - self.times[lo])
+
+    def held_out_best(self) -> np.ndarray:
+        """Per pass i, the time on pass i of the grid rate fastest on the other passes
+        (s); shape (P,)."""
+        grid = self.times[self.grid]  # (G, P)
+        others = grid.sum(axis=1, keepdims=True) - grid
+        best = np.argmin(others, axis=0)  # the grid row chosen with pass i held out
+        return grid[best, np.arange(self.passes)]
+
+
+def rule_rates(w: dict[str, Any], row: Row) -> dict[str, float]:
+    """The rate (bit/s) of every model and baseline a run scored in workload ``w``."""
+    rates = {name: float(m["rate_bps"]) for name, m in w["models"].items()}
+    rates.update({name: float(b["rate_bps"]) for name, b in w["baselines"].items()})
+    rates["three_quarter_line"] = 0.75 * row.line
+    return rates
+
+
+def held_out_ratios(row: Row, rates: dict[str, float], order: np.ndarray) -> dict[str, np.ndarray]:
+    """Each rule's held-out ratio over resamples ``order`` of the passes (shape (B, P)):
+    the held-out pairs (the rule's time on pass i, the time of the best chosen without
+    it) are what is resampled; shape (B,)."""
+    best = row.held_out_best()[order].sum(axis=1)
+    return {name: row.at(rate)[order].sum(axis=1) / best for name, rate in rates.items()}
+
+
+def score(runs: list[dict[str, Any]], names: list[str], seed: int = 7) -> dict[str, Any]:
+    """Held-out ratios of every rule in every non-noisy row, with their resamples."""
+    rng = np.random.default_rng(seed)
+    table: list[dict[str, Any]] = []
+    index = [{_key(w): w for w in run["workloads"] if not w.get("noisy")} for run in runs]
+    for r in range(len(runs)):
+        for key, w in index[r].items():
+            if not w.get("best_rate_bps"):
+                continue
+            row = Row(w)
+            rates = rule_rates(w, row)
+            others = [
+                float(index[s][key]["best_rate_bps"])
+                for s in range(len(runs))
+                if s != r and key in index[s] and index[s][key].get("best_rate_bps")
+            ]
+            if r > 0 and key in index[r - 1] and index[r - 1][key].get("best_rate_bps"):
+                rates["previous_run_best"] = float(index[r - 1][key]["best_rate_bps"])
+            order = np.vstack(
+                [np.arange(row.passes), rng.integers(0, row.passes, (RESAMPLES, row.passes))]
+            )
+            ratios = held_out_ratios(row, rates, order)
+            if others:
+                oracle = [held_out_ratios(row, {"o": rate}, order)["o"] for rate in others]
+                ratios["oracle"] = np.exp(np.mean(np.log(oracle), axis=0))
+            table.append({"run": r, "run_name": names[r], "key": key, "ratios": ratios})
+    return {"rows": table}
+
+
+def _interval(samples: np.ndarray) -> list[float]:
+    return [float(np.quantile(samples, 0.025)), float(np.quantile(samples, 0.975))]
+
+
+def _pooled(
+    rows: list[dict[str, Any]], value: Any, rng: np.random.Generator
+) -> dict[str, Any] | None:
+    """Geometric mean over ``rows`` of ``value(row)`` (an array over resamples, [0] the
+    point), with intervals over passes and over runs (runs resampled, passes inside)."""
+    logs = [(r["run"], np.log(v)) for r in rows if (v := value(r)) is not None]
+    if not logs:
+        return None
+    by_run = np.array([run for run, _ in logs])
+    values = np.array([v for _, v in logs])  # (rows, 1 + RESAMPLES)
+    point = float(np.exp(values[:, 0].mean()))
+    passes = np.exp(values[:, 1:].mean(axis=0))
+    present = sorted(set(by_run.tolist()))
+    members = {run: np.flatnonzero(by_run == run) for run in present}
+    draws = np.empty(RESAMPLES)
+    picks = rng.integers(0, len(present), (RESAMPLES, len(present)))
+    for b in range(RESAMPLES):
+        idx = np.concatenate([members[present[p]] for p in picks[b]])
+        draws[b] = values[idx, 1 + b].mean()
+    return {
+        "geometric_mean": point,
+        "passes_95": _interval(passes),
+        "runs_95": _interval(np.exp(draws)) if len(present) > 1 else None,
+        "rows": len(logs),
+        "runs": len(present),
+    }
+
+
+def pool(scored: dict[str, Any], names: list[str], seed: int = 11) -> dict[str, Any]:
+    """Pooled figures: each rule's held-out ratio, and the default over each rule; per
+    run and per workload."""
+    rng = np.random.default_rng(seed)
+    rows = scored["rows"]
+    rules = sorted({name for r in rows for name in r["ratios"]})
+
+    def ratio_of(name: str) -> Any:
+        return lambda r: r["ratios"].get(name)
+
+    def default_over(name: str) -> Any:
+        def f(r: dict[str, Any]) -> np.ndarray | None:
+            if DEFAULT not in r["ratios"] or name not in r["ratios"]:
+                return None
+            return np.asarray(r["ratios"][DEFAULT] / r["ratios"][name])
+
+        return f
+
+    out: dict[str, Any] = {
+        "runs": names,
+        "held_out": {n: _pooled(rows, ratio_of(n), rng) for n in rules},
+        "default_over": {n: _pooled(rows, default_over(n), rng) for n in rules if n != DEFAULT},
+        "per_run": {
+            names[i]: {
+                n: _pooled([r for r in rows if r["run"] == i], default_over(n), rng)
+                for n in ("oracle", *BASELINES)
+            }
+            for i in range(len(names))
+        },
+    }
+    workloads = []
+    for key in sorted({r["key"] for r in rows}):
+        mine = [r for r in rows if r["key"] == key]
+        figure = _pooled(mine, default_over("oracle"), rng)
+        if figure is None:
+            continue
+        k, delay, c, i, n = key
+        workloads.append(
+            {
+                "buffer_packets": k,
+                "delay_s": delay,
+                "cpu_tasks": c,
+                "io_tasks": i,
+                "batch_packets": n,
+                **figure,
+            }
+        )
+    out["per_workload_default_over_oracle"] = workloads
+    return out
+
+
+def _fmt(fig: dict[str, Any] | None) -> str:
+    if fig is None:
+        return "-"
+    p, r = fig["passes_95"], fig["runs_95"]
+    runs = f" / [{r[0]:.3f}, {r[1]:.3f}]" if r else ""
+    return f"{fig['geometric_mean']:.3f}  [{p[0]:.3f}, {p[1]:.3f}]{runs}"
+
+
+def report(result: dict[str, Any]) -> None:
+    print(f"runs: {', '.join(result['runs'])}")
+    print("\nthe default (timeslice) over each rule, geometric mean  [passes] / [runs]:")
+    for name, fig in result["default_over"].items():
+        print(f"  {name:28s} {_fmt(fig)}")
+    print("\neach rule's held-out ratio to the best (1 = as good as the held-out best):")
+    for name, fig in result["held_out"].items():
+        print(f"  {name:28s} {_fmt(fig)}")
+    print("\nper workload, default over oracle (K, delay ms, C, I):")
+    for w in result["per_workload_default_over_oracle"]:
+        flag = ""
+        r = w["runs_95"]
+        if r and r[0] > 1.10:
+            flag = "  <- above 1.10 beyond the noise"
+        print(
+            f"  {w['buffer_packets']:5d} {w['delay_s'] * 1e3:4.0f} {w['cpu_tasks']} "
+            f"{w['io_tasks']}  {_fmt(w)}{flag}"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("runs", nargs="*", help="validate_transfer.py --json outputs, in run order")
+    ap.add_argument("--json", default=None, help="write the pooled figures here")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=0,
+        help="first make this many full runs back to back (as root, on a quiet machine), "
+        "each validate_transfer.py with the arguments after --, writing PREFIX<i>.json",
+    )
+    ap.add_argument("--prefix", default=None, help="path prefix of the runs --repeat makes")
+    args, extra = ap.parse_known_args()
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
+    paths = list(args.runs)
+    if args.repeat:
+        if not args.prefix or not 1 <= args.repeat <= 20:
+            ap.error("--repeat takes 1..20 runs and needs --prefix")
+        script = Path(__file__).with_name("validate_transfer.py")
+        for i in range(1, args.repeat + 1):
+            out = f"{args.prefix}{i}.json"
+            print(f"# run {i} of {args.repeat}: {out}", flush=True)
+            subprocess.run([sys.executable, str(script), *extra, "--json", out], check=True)
+            paths.append(out)
+    elif extra:
+        ap.error(f"unrecognized arguments: {' '.join(extra)}")
+    if not paths:
+        ap.error("give runs to pool, or --repeat")
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    names = [Path(p).stem for p in paths]
+    result = pool(score(runs, names), names)
+    report(result)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
