@@ -187,13 +187,31 @@ def pool(scored: dict[str, Any], names: list[str], seed: int = 11) -> dict[str, 
     def ratio_of(name: str) -> Any:
         return lambda r: r["ratios"].get(name)
 
-    def default_over(name: str) -> Any:
+    def over(name: str, base: str = DEFAULT) -> Any:
         def f(r: dict[str, Any]) -> np.ndarray | None:
-            if DEFAULT not in r["ratios"] or name not in r["ratios"]:
+            if base not in r["ratios"] or name not in r["ratios"]:
                 return None
-            return np.asarray(r["ratios"][DEFAULT] / r["ratios"][name])
+            return np.asarray(r["ratios"][base] / r["ratios"][name])
 
         return f
+
+    def default_over(name: str) -> Any:
+        return over(name)
+
+    # Models every run scored, each over each other: a model is resolvably worse than
+    # another where the interval over runs of its ratio to it lies wholly above 1.
+    models = sorted(
+        set.intersection(*[set(r["ratios"]) for r in rows]) - {"oracle", *BASELINES}
+        if rows
+        else set()
+    )
+    pairwise = {a: {b: _pooled(rows, over(b, a), rng) for b in models if b != a} for a in models}
+    worse = {
+        a: sorted(
+            b for b, fig in against.items() if fig and fig["runs_95"] and fig["runs_95"][0] > 1.0
+        )
+        for a, against in pairwise.items()
+    }
 
     out: dict[str, Any] = {
         "runs": names,
@@ -207,6 +225,8 @@ def pool(scored: dict[str, Any], names: list[str], seed: int = 11) -> dict[str, 
             for i in range(len(names))
         },
     }
+    out["models_pairwise"] = pairwise
+    out["resolvably_worse_than"] = worse
     workloads = []
     for key in sorted({r["key"] for r in rows}):
         mine = [r for r in rows if r["key"] == key]
@@ -244,6 +264,9 @@ def report(result: dict[str, Any]) -> None:
     print("\neach rule's held-out ratio to the best (1 = as good as the held-out best):")
     for name, fig in result["held_out"].items():
         print(f"  {name:28s} {_fmt(fig)}")
+    print("\nmodels every run scored, and those each is resolvably worse than (over runs):")
+    for name, worse in result["resolvably_worse_than"].items():
+        print(f"  {name:28s} {', '.join(worse) or 'none'}")
     print("\nper workload, default over oracle (K, delay ms, C, I):")
     for w in result["per_workload_default_over_oracle"]:
         flag = ""
@@ -270,9 +293,11 @@ def main() -> None:
         "each validate_transfer.py with the arguments after --, writing PREFIX<i>.json",
     )
     ap.add_argument("--prefix", default=None, help="path prefix of the runs --repeat makes")
-    args, extra = ap.parse_known_args()
-    if extra[:1] == ["--"]:
-        extra = extra[1:]
+    # What follows "--" is validate_transfer.py's (argparse would take it as runs).
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = ap.parse_args(argv[:cut])
+    extra = argv[cut + 1 :]
     paths = list(args.runs)
     if args.repeat:
         if not args.prefix or not 1 <= args.repeat <= 20:
@@ -284,7 +309,7 @@ def main() -> None:
             subprocess.run([sys.executable, str(script), *extra, "--json", out], check=True)
             paths.append(out)
     elif extra:
-        ap.error(f"unrecognized arguments: {' '.join(extra)}")
+        ap.error("arguments after -- are for the runs that --repeat makes")
     if not paths:
         ap.error("give runs to pool, or --repeat")
     runs = [json.loads(Path(p).read_text()) for p in paths]
