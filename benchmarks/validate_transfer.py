@@ -296,13 +296,13 @@ def kernel_cost(link: Link, rx_cpu: int, tx_cpu: int, rate_bps: float, seconds: 
         batch = batch_packets_for(rate_bps, 8.0 * PAYLOAD, segments_per_call(size))
         if batch > 1 and enable_gso(udp, size) is not None:
             batch = 1
-        joined = bytes(size * batch)
+        view = memoryview(bytes(size * batch))
         count = int(rate_bps * seconds / (8 * PAYLOAD))
         os.sched_setaffinity(0, {tx_cpu})
         with IdleSpinner(rx_cpu) as spin:
             mark = spin.mark()
             blast(
-                lambda chunk: udp.send(joined[: size * len(chunk)]),
+                lambda chunk: udp.send(view[: size * len(chunk)]),
                 np.arange(count, dtype=np.int64),
                 packet_bits=8.0 * PAYLOAD,
                 rate_bps=rate_bps,

@@ -70,16 +70,26 @@ class Row:
     """
 
     def __init__(self, w: dict[str, Any]) -> None:
+        # A rate with a failed transfer is left out of the interpolation (its passes no
+        # longer line up: only successful times are recorded); a rule at exactly that
+        # rate is not scored in this row (:meth:`failed_at`), never given a neighbour's.
         rows = sorted(
             (r for r in w["rates"] if r["times_s"] and not r["failed"]),
             key=lambda r: r["rate_bps"],
         )
-        self.passes = min(len(r["times_s"]) for r in rows)
+        self.failed = np.array(
+            sorted(r["rate_bps"] for r in w["rates"] if r["failed"] or not r["times_s"])
+        )
+        self.passes = min((len(r["times_s"]) for r in rows), default=0)
         self.rates = np.array([r["rate_bps"] for r in rows])
         self.times = np.array([r["times_s"][: self.passes] for r in rows])
         self.grid = np.array([bool(r["in_grid"]) for r in rows])
         self.line = float(w["line_rate_bps"])
         self.best_rate = float(w["best_rate_bps"])
+
+    def failed_at(self, rate: float) -> bool:
+        """Whether ``rate`` is a measured rate whose transfers did not all succeed."""
+        return bool(np.any(np.isclose(self.failed, rate, rtol=1e-6, atol=0.0)))
 
     def at(self, rate: float) -> np.ndarray:
         """Per-pass times (s) at ``rate``, interpolated between measured rates."""
@@ -113,19 +123,28 @@ def held_out_ratios(row: Row, rates: dict[str, float], order: np.ndarray) -> dic
     the held-out pairs (the rule's time on pass i, the time of the best chosen without
     it) are what is resampled; shape (B,)."""
     best = row.held_out_best()[order].sum(axis=1)
-    return {name: row.at(rate)[order].sum(axis=1) / best for name, rate in rates.items()}
+    return {
+        name: row.at(rate)[order].sum(axis=1) / best
+        for name, rate in rates.items()
+        if not row.failed_at(rate)
+    }
 
 
 def score(runs: list[dict[str, Any]], names: list[str], seed: int = 7) -> dict[str, Any]:
     """Held-out ratios of every rule in every non-noisy row, with their resamples."""
     rng = np.random.default_rng(seed)
     table: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
     index = [{_key(w): w for w in run["workloads"] if not w.get("noisy")} for run in runs]
     for r in range(len(runs)):
         for key, w in index[r].items():
             if not w.get("best_rate_bps"):
                 continue
             row = Row(w)
+            if row.passes < 2 or not row.grid.any():
+                # One pass cannot choose a best without it (nor a row without a grid).
+                skipped.append({"run": names[r], "key": key, "passes": row.passes})
+                continue
             rates = rule_rates(w, row)
             others = [
                 float(index[s][key]["best_rate_bps"])
@@ -138,11 +157,23 @@ def score(runs: list[dict[str, Any]], names: list[str], seed: int = 7) -> dict[s
                 [np.arange(row.passes), rng.integers(0, row.passes, (RESAMPLES, row.passes))]
             )
             ratios = held_out_ratios(row, rates, order)
-            if others:
-                oracle = [held_out_ratios(row, {"o": rate}, order)["o"] for rate in others]
+            oracle = [
+                ratio
+                for rate in others
+                if (ratio := held_out_ratios(row, {"o": rate}, order).get("o")) is not None
+            ]
+            if oracle:
                 ratios["oracle"] = np.exp(np.mean(np.log(oracle), axis=0))
-            table.append({"run": r, "run_name": names[r], "key": key, "ratios": ratios})
-    return {"rows": table}
+            table.append(
+                {
+                    "run": r,
+                    "run_name": names[r],
+                    "key": key,
+                    "ratios": ratios,
+                    "models": sorted(w["models"]),
+                }
+            )
+    return {"rows": table, "skipped": skipped}
 
 
 def _interval(samples: np.ndarray) -> list[float]:
@@ -201,9 +232,7 @@ def pool(scored: dict[str, Any], names: list[str], seed: int = 11) -> dict[str, 
     # Models every run scored, each over each other: a model is resolvably worse than
     # another where the interval over runs of its ratio to it lies wholly above 1.
     models = sorted(
-        set.intersection(*[set(r["ratios"]) for r in rows]) - {"oracle", *BASELINES}
-        if rows
-        else set()
+        set.intersection(*[set(r["models"]) & set(r["ratios"]) for r in rows]) if rows else set()
     )
     pairwise = {a: {b: _pooled(rows, over(b, a), rng) for b in models if b != a} for a in models}
     worse = {
@@ -215,6 +244,7 @@ def pool(scored: dict[str, Any], names: list[str], seed: int = 11) -> dict[str, 
 
     out: dict[str, Any] = {
         "runs": names,
+        "skipped_rows": scored.get("skipped", []),
         "held_out": {n: _pooled(rows, ratio_of(n), rng) for n in rules},
         "default_over": {n: _pooled(rows, default_over(n), rng) for n in rules if n != DEFAULT},
         "per_run": {
@@ -267,6 +297,8 @@ def report(result: dict[str, Any]) -> None:
     print("\nmodels every run scored, and those each is resolvably worse than (over runs):")
     for name, worse in result["resolvably_worse_than"].items():
         print(f"  {name:28s} {', '.join(worse) or 'none'}")
+    for skip in result["skipped_rows"]:
+        print(f"  not scored: {skip['run']} {skip['key']}: {skip['passes']} pass(es)")
     print("\nper workload, default over oracle (K, delay ms, C, I):")
     for w in result["per_workload_default_over_oracle"]:
         flag = ""

@@ -354,7 +354,8 @@ class IdleSpinner:
 
     def _progress(self) -> tuple[int, int]:
         # The loop writes its count, then its CPU clock: read in the other order, the
-        # pair is never ahead of itself by more than one block of the loop.
+        # count is at most one block ahead of the clock once the clock has been written
+        # (the loop can be sent away between the two writes of its first block).
         cpu_ns = int(self._cpu_ns.value)
         return int(self._counter.value), cpu_ns
 
@@ -364,16 +365,21 @@ class IdleSpinner:
         deadline = started + 10 * self.baseline_s
         need_ns = int(self.baseline_s / 30 * 1e9)  # 1/30 of it in CPU time: 67 blocks at 0.5 s
         first: tuple[int, int] | None = None
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self._proc.is_alive():
             time.sleep(min(self.baseline_s / 10, 0.05))
             count, cpu_ns = self._progress()
             if first is None:
-                first = (count, cpu_ns) if count > 0 else None  # its clock is set
+                first = (count, cpu_ns) if cpu_ns > 0 else None  # its clock is written
                 continue
             ran_ns = cpu_ns - first[1]
             if ran_ns >= need_ns and time.monotonic() - started >= self.baseline_s:
                 self.idle_rate = (count - first[0]) / (ran_ns / 1e9)
                 break
+        if not self._proc.is_alive():
+            raise RuntimeError(
+                f"the idle loop on CPU {self.cpu} ended (exit code {self._proc.exitcode}): "
+                "is the CPU one this process may use?"
+            )
         if not self.idle_rate > 0:
             self.__exit__()
             raise RuntimeError(

@@ -66,6 +66,45 @@ def test_a_rule_at_the_true_best_scores_one_without_noise() -> None:
     assert row.at(1e9) == pytest.approx([3.0] * 5)  # clamped to the measured range
 
 
+def test_the_held_out_best_is_chosen_pass_by_pass() -> None:
+    # Worked by hand.  Rate 100 takes 1.0, 1.0, 1.6 s in passes 0-2, rate 200 1.2, 1.2,
+    # 1.0 s.  Pass 0 held out: on passes 1-2, 100 sums 2.6 and 200 2.2, so 200 is chosen,
+    # 1.2 s; pass 1 likewise, 1.2 s; pass 2 held out: 100 (2.0 against 2.4), 1.6 s.  The
+    # held-out best sums 4.0 s: a rule at 100 scores 3.6 / 4.0, one at 200 3.4 / 4.0
+    # (in sample, 200 would be "the best" and score exactly 1).
+    times = {100.0: [1.0, 1.0, 1.6], 200.0: [1.2, 1.2, 1.0]}
+    w = _workload(times, {"timeslice": 100.0, "paper": 200.0}, line=200.0)
+    ratios = pool_module.score([{"workloads": [w]}], ["a"])["rows"][0]["ratios"]
+    assert ratios["timeslice"][0] == pytest.approx(0.9)
+    assert ratios["paper"][0] == pytest.approx(0.85)
+
+
+def test_a_rule_at_a_failed_rate_is_not_scored_and_one_pass_is_not_enough() -> None:
+    times = {100.0: [2.0] * 3, 200.0: [1.0] * 3}
+    w = _workload(times, {"timeslice": 200.0, "paper": 300.0}, line=300.0)
+    w["rates"].append({"rate_bps": 300.0, "times_s": [0.5, 0.5], "failed": 1, "in_grid": True})
+    scored = pool_module.score([{"workloads": [w]}], ["a"])
+    ratios = scored["rows"][0]["ratios"]
+    # Never the 200 neighbour's time (it would score 1): no score at all.
+    assert "paper" not in ratios and "line_rate" not in ratios
+    assert ratios["timeslice"][0] == 1.0
+    one = _workload({100.0: [2.0], 200.0: [1.0]}, {"timeslice": 200.0})
+    scored = pool_module.score([{"workloads": [one]}], ["a"])
+    assert scored["rows"] == [] and scored["skipped"][0]["passes"] == 1
+
+
+def test_the_runs_go_after_the_double_dash() -> None:
+    import subprocess
+    import sys
+
+    script = ROOT / "benchmarks" / "validation_pool.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--", "--cpu-tasks", "0"], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert "arguments after -- are for the runs that --repeat makes" in done.stderr
+
+
 def test_the_held_out_best_has_no_winners_curse() -> None:
     # Two equally fast rates with independent noise: the in-sample best beats both in
     # expectation (its mean is the smaller of two), the held-out best does not.  Over many
