@@ -36,8 +36,10 @@ __all__ = [
 ]
 
 _NUMBER = r"(?P<number>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)"
-_QUANTITY = re.compile(rf"^\s*{_NUMBER}\s*(?P<unit>[A-Za-zµ/]*)\s*$")
-_PLAIN = re.compile(rf"^\s*(?P<sign>[+-]?){_NUMBER}\s*$")
+# re.ASCII: \s is the six ASCII spaces only.  Unicode's also has the separators
+# \x1c-\x1f, which float() refuses ("0\x1f" was read as 0 here; Hypothesis found it).
+_QUANTITY = re.compile(rf"^\s*{_NUMBER}\s*(?P<unit>[A-Za-zµ/]*)\s*$", re.ASCII)
+_PLAIN = re.compile(rf"^\s*(?P<sign>[+-]?){_NUMBER}\s*$", re.ASCII)
 #: Longest plain number read (characters): a count of tasks or a rate has a few digits.
 _MAX_NUMBER_CHARS = 64
 
