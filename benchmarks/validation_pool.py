@@ -85,7 +85,6 @@ class Row:
         self.times = np.array([r["times_s"][: self.passes] for r in rows])
         self.grid = np.array([bool(r["in_grid"]) for r in rows])
         self.line = float(w["line_rate_bps"])
-        self.best_rate = float(w["best_rate_bps"])
 
     def failed_at(self, rate: float) -> bool:
         """Whether ``rate`` is a measured rate whose transfers did not all succeed."""
@@ -226,9 +225,6 @@ def pool(scored: dict[str, Any], names: list[str], seed: int = 11) -> dict[str, 
 
         return f
 
-    def default_over(name: str) -> Any:
-        return over(name)
-
     # Models every run scored, each over each other: a model is resolvably worse than
     # another where the interval over runs of its ratio to it lies wholly above 1.
     models = sorted(
@@ -246,10 +242,10 @@ def pool(scored: dict[str, Any], names: list[str], seed: int = 11) -> dict[str, 
         "runs": names,
         "skipped_rows": scored.get("skipped", []),
         "held_out": {n: _pooled(rows, ratio_of(n), rng) for n in rules},
-        "default_over": {n: _pooled(rows, default_over(n), rng) for n in rules if n != DEFAULT},
+        "default_over": {n: _pooled(rows, over(n), rng) for n in rules if n != DEFAULT},
         "per_run": {
             names[i]: {
-                n: _pooled([r for r in rows if r["run"] == i], default_over(n), rng)
+                n: _pooled([r for r in rows if r["run"] == i], over(n), rng)
                 for n in ("oracle", *BASELINES)
             }
             for i in range(len(names))
@@ -260,7 +256,7 @@ def pool(scored: dict[str, Any], names: list[str], seed: int = 11) -> dict[str, 
     workloads = []
     for key in sorted({r["key"] for r in rows}):
         mine = [r for r in rows if r["key"] == key]
-        figure = _pooled(mine, default_over("oracle"), rng)
+        figure = _pooled(mine, over("oracle"), rng)
         if figure is None:
             continue
         k, delay, c, i, n = key
