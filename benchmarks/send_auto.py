@@ -23,8 +23,10 @@ Two hosts, each with a profile database of its own made in this run:
 Cells: both hosts x C = 0..3 busy loops on the receiver's core x both socket buffers
 (the default and ``--rcvbuf``) x ``--delays``, in a shuffled order, each with a fresh
 receiver that has said its advice is ready.  In each cell ``--blocks`` blocks, each a fresh
-shuffled order of: ``auto``; a fixed send at the rate auto advised in that block (``same``,
-always after auto); ``max``; and fixed rates at 25, 50, 75 and 100 % of the line.
+shuffled order of: ``auto`` (the default model, as users run it); a fixed send at the
+rate auto advised in that block (``same``, always after auto); ``auto-MODEL`` for each of
+``--other-models`` (``--rate auto --model MODEL``); ``max``; and fixed rates at 25, 50, 75
+and 100 % of the line.
 
 Scored, per host, with 95 % intervals from resampling blocks within cells (4,000
 resamples):
@@ -33,6 +35,8 @@ resamples):
 * auto / best fixed, the best grid rate chosen on the cell's *other* blocks (held out, no
   winner's curse);
 * auto / max, over the cells where max lost more than 1 % of its first blast;
+* auto / auto-MODEL, block by block: the default model against another on the product's
+  path (and auto-MODEL / best fixed, / max);
 
 each a geometric mean over cells of the per-cell geometric mean over blocks.  Per-cell
 figures are diagnostics.  ``--rescore JSON`` prints a saved run's tables again.  Every
@@ -66,6 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from veth_link import Link
 
 from datamover import new_secret
+from transport.models import DEFAULT_RECEIVER_MODEL, RECEIVER_MODELS
 
 BLASTRATE = str(Path(sys.executable).with_name("blastrate"))
 BUSY = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
@@ -145,10 +150,18 @@ def stop_session(proc: subprocess.Popen[bytes]) -> None:
 
 
 def installed_send(
-    link: Link, tx_cpu: int, src: Path, port: int, rate: str, delay: str, env: dict
+    link: Link,
+    tx_cpu: int,
+    src: Path,
+    port: int,
+    rate: str,
+    delay: str,
+    env: dict,
+    model: str | None = None,
 ) -> dict[str, Any]:
     """One ``blastrate send --json`` at ``rate`` (as typed: ``auto``, ``max``, ``375000000bps``)
     from ``tx_cpu`` in the sending namespace: its times, rate, rounds and first-round loss.
+    ``model`` is passed as ``--model`` (None: the command's default, as users run it).
 
     ``time_s`` is the sender's ``transfer_s`` (first blast to nothing missing),
     ``total_s`` what the user waits for once the command runs, ``wall_s`` the process's
@@ -160,6 +173,7 @@ def installed_send(
             *("taskset", "-c", str(tx_cpu), BLASTRATE, "send", str(src)),
             *("--to", f"{link.address}:{port}", "--rate", rate, "--emulate-delay", delay),
             *("--timeout", "60s", "--json"),
+            *(("--model", model) if model else ()),
         ],
     )
     started = time.monotonic()
@@ -222,21 +236,33 @@ def _held_out_best(blocks: list[dict[str, Any]], i: int, rates: list[str]) -> st
     return min(means, key=means.__getitem__) if means else None
 
 
-def cell_ratios(cell: dict[str, Any], metric: str = "total_s") -> dict[str, list[float]]:
-    """Per block: auto / same, auto / held-out best fixed, auto / max."""
+def other_autos(cell: dict[str, Any]) -> list[str]:
+    """The cell's ``auto-MODEL`` rules: ``--rate auto`` with a model named."""
+    return sorted({r for b in cell["blocks"] for r in b.get("order", []) if r.startswith("auto-")})
+
+
+def cell_ratios(
+    cell: dict[str, Any], metric: str = "total_s", rule: str = "auto"
+) -> dict[str, list[float]]:
+    """Per block: ``rule`` / same (``auto`` only), / held-out best fixed, / max, and
+    ``auto`` / each ``auto-MODEL`` rule (key ``vs:auto-MODEL``)."""
     blocks = cell["blocks"]
     out: dict[str, list[float]] = {"same": [], "best": [], "max": []}
     for i, b in enumerate(blocks):
-        auto = b.get("auto", {})
+        auto = b.get(rule, {})
         if not auto.get("ok"):
             continue
-        if b.get("same", {}).get("ok"):
+        if rule == "auto" and b.get("same", {}).get("ok"):
             out["same"].append(auto[metric] / b["same"][metric])
         best = _held_out_best(blocks, i, cell["grid"])
         if best is not None and b.get(best, {}).get("ok"):
             out["best"].append(auto[metric] / b[best][metric])
         if b.get("max", {}).get("ok"):
             out["max"].append(auto[metric] / b["max"][metric])
+        if rule == "auto":
+            for other in other_autos(cell):
+                if b.get(other, {}).get("ok"):
+                    out.setdefault(f"vs:{other}", []).append(auto[metric] / b[other][metric])
     return out
 
 
@@ -252,10 +278,11 @@ def pooled(
     keep: Callable[[dict[str, Any]], bool] = lambda c: True,
     metric: str = "total_s",
     resamples: int = 4000,
+    rule: str = "auto",
 ) -> dict[str, Any]:
     """Geometric mean over cells of each cell's geometric mean over blocks, and a 95 %
     interval from resampling blocks within each cell."""
-    per_cell = [cell_ratios(c, metric)[figure] for c in cells if keep(c)]
+    per_cell = [cell_ratios(c, metric, rule).get(figure, []) for c in cells if keep(c)]
     per_cell = [np.log(np.asarray(x)) for x in per_cell if x]
     if not per_cell:
         return {"cells": 0, "gmean": None, "ci95": None}
@@ -306,8 +333,22 @@ def report(result: dict[str, Any]) -> dict[str, Any]:
             "auto / max (max lost > 1 %)": pooled(cells, "max", rng, keep=_max_lossy),
             "auto / best fixed, wall time": pooled(cells, "best", rng, metric="wall_s"),
         }
+        for other in sorted({r for c in cells for r in other_autos(c)}):
+            rows[f"auto / {other}"] = pooled(cells, f"vs:{other}", rng)
+            rows[f"{other} / best fixed (held out)"] = pooled(cells, "best", rng, rule=other)
+            rows[f"{other} / max (max lost > 1 %)"] = pooled(
+                cells, "max", rng, keep=_max_lossy, rule=other
+            )
         tables[host] = rows
-        print(f"\n## {host}: {len(cells)} cells")
+        advised_by = sorted(
+            {
+                str(b["auto"]["auto"].get("model"))
+                for c in cells
+                for b in c["blocks"]
+                if b.get("auto", {}).get("ok") and b["auto"].get("auto")
+            }
+        )
+        print(f"\n## {host}: {len(cells)} cells; auto (the default) advised with {advised_by}")
         for name, row in rows.items():
             ci = row["ci95"]
             shown = "n/a" if row["gmean"] is None else f"{row['gmean']:.3f}"
@@ -390,8 +431,21 @@ def main() -> None:
     ap.add_argument("--link", choices=["veth", "loopback"], default="veth")
     ap.add_argument("--budget", type=float, default=3600.0, help="wall-time limit (s)")
     ap.add_argument("--seed", type=int, default=35)
+    ap.add_argument(
+        "--other-models",
+        default="timeslice",
+        help="models also run in every block as --rate auto --model M (rule auto-M), "
+        "comma-separated; empty for none",
+    )
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    args.other_models = [m for m in args.other_models.split(",") if m]
+    for m in args.other_models:
+        if m not in RECEIVER_MODELS or m == DEFAULT_RECEIVER_MODEL:
+            ap.error(
+                f"--other-models: {m!r} is not one of the models other than the default "
+                f"({', '.join(x for x in RECEIVER_MODELS if x != DEFAULT_RECEIVER_MODEL)})"
+            )
     if args.rescore:
         report(json.loads(Path(args.rescore).read_text()))
         return
@@ -428,6 +482,8 @@ def main() -> None:
         "line_rate_bps": line,
         "file_size": args.file_size,
         "blocks": args.blocks,
+        "default_model": DEFAULT_RECEIVER_MODEL,
+        "other_models": args.other_models,
         "load_before": os.getloadavg(),
         "started_unix": time.time(),
         "cells": [],
@@ -506,7 +562,7 @@ def run_cell(
         # the core: its first solve with the 2 MB buffer has taken over 120 s here.
         ready = wait_line(log, READY_LINE, time.monotonic() + 300)
         for _ in range(args.blocks):
-            rules = ["auto", "same", "max", *grid]
+            rules = ["auto", "same", "max", *(f"auto-{m}" for m in args.other_models), *grid]
             order.shuffle(rules)
             # "same" is sent at the rate auto advised in this block: after auto.
             a, s = rules.index("auto"), rules.index("same")
@@ -514,12 +570,16 @@ def run_cell(
                 rules[a], rules[s] = rules[s], rules[a]
             block: dict[str, Any] = {"order": rules}
             for r in rules:
-                rate = r
+                rate, model = r, None
                 if r == "same":
                     if not block["auto"].get("ok"):
                         continue
                     rate = f"{int(block['auto']['rate_bps'])}bps"
-                block[r] = installed_send(link, tx_cpu, src, port, rate, cell["delay"], env)
+                elif r.startswith("auto-"):
+                    rate, model = "auto", r.removeprefix("auto-")
+                block[r] = installed_send(
+                    link, tx_cpu, src, port, rate, cell["delay"], env, model=model
+                )
             blocks.append(block)
     finally:
         stop_session(rx)

@@ -11,7 +11,8 @@ used as the model, meets them in none of 30 pairs).  This script scores the runs
   the true best rate scores about 1, not below it as an in-sample best does).  A rule
   whose rate was not measured gets each pass's time interpolated linearly in rate
   between the neighbouring measured rates (clamped to the measured range).
-* **rules.**  Every model the run scored (``timeslice`` is the default), the baselines
+* **rules.**  Every model the run scored (the shipped default,
+  :data:`transport.DEFAULT_RECEIVER_MODEL`, is scored against the rest), the baselines
   (line rate, three quarters and half of it, the share rule), the previous run's best
   rate for the same workload, and the **repeat-run oracle**: each other run's best rate,
   the noise ceiling (its ratios averaged on a log scale over the other runs).
@@ -21,6 +22,10 @@ used as the model, meets them in none of 30 pairs).  This script scores the runs
   passes inside them (both 4,000 resamples; percentile intervals).
 * **per workload**, the default over the oracle pooled over runs, its interval
   resampling runs: the misses that stand above the noise.
+* **the default's choice** (issue #39 §2): of the product's models, simplest and
+  cheapest first (:data:`transport.RECEIVER_MODELS`), the first that is resolvably worse
+  than no other scored model (its interval over runs of its time over that model's
+  wholly above 1).
 
 Rows a run marked ``noisy`` (its run queue above the workload's own) are left out.
 Scoring measures nothing::
@@ -45,8 +50,12 @@ from typing import Any
 
 import numpy as np
 
-#: The default model's key in a run's ``models``.
-DEFAULT = "timeslice"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from transport.models import DEFAULT_RECEIVER_MODEL, RECEIVER_MODELS
+
+#: The shipped default model's key in a run's ``models``: the rule scored against the rest.
+DEFAULT = DEFAULT_RECEIVER_MODEL
 #: Rules that are not a model's: how a row's rate is found for them.
 BASELINES = ("line_rate", "three_quarter_line", "half_line", "share_rule")
 RESAMPLES = 4000
@@ -207,9 +216,29 @@ def _pooled(
     }
 
 
-def pool(scored: dict[str, Any], names: list[str], seed: int = 11) -> dict[str, Any]:
-    """Pooled figures: each rule's held-out ratio, and the default over each rule; per
-    run and per workload."""
+def chosen_model(worse: dict[str, list[str]], candidates: tuple[str, ...]) -> str | None:
+    """Issue #39's rule for the default: the first of ``candidates`` (simplest and
+    cheapest first) that is resolvably worse than no other model; None if every one is.
+
+    Examples
+    --------
+    >>> chosen_model({"paper": ["timeslice"], "timeslice": []}, ("paper", "timeslice"))
+    'timeslice'
+    >>> chosen_model({"paper": [], "timeslice": []}, ("paper", "timeslice"))
+    'paper'
+    """
+    for name in candidates:
+        if name in worse and not worse[name]:
+            return name
+    return None
+
+
+def pool(
+    scored: dict[str, Any], names: list[str], seed: int = 11, default: str = DEFAULT
+) -> dict[str, Any]:
+    """Pooled figures: each rule's held-out ratio, and ``default`` over each rule; per
+    run and per workload; the model that issue #39's rule chooses among the product's
+    models (:data:`transport.RECEIVER_MODELS`)."""
     rng = np.random.default_rng(seed)
     rows = scored["rows"]
     rules = sorted({name for r in rows for name in r["ratios"]})
@@ -217,7 +246,7 @@ def pool(scored: dict[str, Any], names: list[str], seed: int = 11) -> dict[str, 
     def ratio_of(name: str) -> Any:
         return lambda r: r["ratios"].get(name)
 
-    def over(name: str, base: str = DEFAULT) -> Any:
+    def over(name: str, base: str = default) -> Any:
         def f(r: dict[str, Any]) -> np.ndarray | None:
             if base not in r["ratios"] or name not in r["ratios"]:
                 return None
@@ -242,7 +271,8 @@ def pool(scored: dict[str, Any], names: list[str], seed: int = 11) -> dict[str, 
         "runs": names,
         "skipped_rows": scored.get("skipped", []),
         "held_out": {n: _pooled(rows, ratio_of(n), rng) for n in rules},
-        "default_over": {n: _pooled(rows, over(n), rng) for n in rules if n != DEFAULT},
+        "default": default,
+        "default_over": {n: _pooled(rows, over(n), rng) for n in rules if n != default},
         "per_run": {
             names[i]: {
                 n: _pooled([r for r in rows if r["run"] == i], over(n), rng)
@@ -253,6 +283,7 @@ def pool(scored: dict[str, Any], names: list[str], seed: int = 11) -> dict[str, 
     }
     out["models_pairwise"] = pairwise
     out["resolvably_worse_than"] = worse
+    out["chosen_model"] = chosen_model(worse, RECEIVER_MODELS)
     workloads = []
     for key in sorted({r["key"] for r in rows}):
         mine = [r for r in rows if r["key"] == key]
@@ -284,7 +315,7 @@ def _fmt(fig: dict[str, Any] | None) -> str:
 
 def report(result: dict[str, Any]) -> None:
     print(f"runs: {', '.join(result['runs'])}")
-    print("\nthe default (timeslice) over each rule, geometric mean  [passes] / [runs]:")
+    print(f"\nthe default ({result['default']}) over each rule, geometric mean  [passes] / [runs]:")
     for name, fig in result["default_over"].items():
         print(f"  {name:28s} {_fmt(fig)}")
     print("\neach rule's held-out ratio to the best (1 = as good as the held-out best):")
@@ -293,6 +324,12 @@ def report(result: dict[str, Any]) -> None:
     print("\nmodels every run scored, and those each is resolvably worse than (over runs):")
     for name, worse in result["resolvably_worse_than"].items():
         print(f"  {name:28s} {', '.join(worse) or 'none'}")
+    chosen = result["chosen_model"]
+    print(
+        f"  the default by issue #39's rule (the first of {', '.join(RECEIVER_MODELS)} "
+        f"resolvably worse than none): {chosen}"
+        + ("" if chosen == result["default"] else f"; the shipped default is {result['default']}")
+    )
     for skip in result["skipped_rows"]:
         print(f"  not scored: {skip['run']} {skip['key']}: {skip['passes']} pass(es)")
     print("\nper workload, default over oracle (K, delay ms, C, I):")

@@ -10,7 +10,7 @@ it with the sender's request and sends back :meth:`RateAdvice.to_dict`.
 
 The request (all optional but the delay)::
 
-    {"propagation_delay_s": 0.01, "profile": "lab-1", "model": "timeslice"}
+    {"propagation_delay_s": 0.01, "profile": "lab-1", "model": "paper"}
 """
 
 from __future__ import annotations
@@ -20,13 +20,16 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 
 from host import HostProfile, Workload
 from transport import (
+    DEFAULT_RECEIVER_MODEL,
     DEFAULT_SETTLE_S,
+    RECEIVER_MODELS,
+    ReceiverModelName,
     TimeSliceCosts,
     TimeSliceResult,
     TimeSliceTerms,
@@ -41,6 +44,7 @@ from transport import (
 __all__ = [
     "MAX_ADVICE_DELAY_S",
     "MAX_ADVICE_WORK",
+    "MAX_PAPER_BUFFER_PACKETS",
     "PROFILE_KINDS",
     "AdviceError",
     "AdviceModel",
@@ -51,10 +55,11 @@ __all__ = [
     "profile_kind",
 ]
 
-#: ``"timeslice"`` (the default: scheduler slices and finite blasts, :mod:`transport.timeslice`)
-#: or ``"paper"`` (the paper's processor-sharing model, :mod:`transport.pipeline`).
-AdviceModel = Literal["timeslice", "paper"]
-_MODELS: tuple[str, ...] = get_args(AdviceModel)
+#: ``"paper"`` (the default, :data:`transport.DEFAULT_RECEIVER_MODEL`: the paper's
+#: processor-sharing model, :mod:`transport.pipeline`) or ``"timeslice"`` (scheduler
+#: slices and finite blasts, :mod:`transport.timeslice`); :mod:`transport.models` says why.
+AdviceModel = ReceiverModelName
+_MODELS: tuple[str, ...] = RECEIVER_MODELS
 #: Longest one-way delay a receiver advises for (s).
 MAX_ADVICE_DELAY_S = 60.0
 _MAX_DELAY_S = MAX_ADVICE_DELAY_S
@@ -70,6 +75,9 @@ _REFERENCE_TRANSFERS = ((30_000_000, 0.001), (30_000_000, 0.01), (30_000_000, 0.
 #: Most work (K * (7 (N + 1))^2, about the banded solve's flops per rate) a receiver puts
 #: into one piece of advice: about a second for the whole search on this machine.
 MAX_ADVICE_WORK = 2.0e8
+#: Largest K the paper's model advises on: its NIC queue holds K + 1 levels for each of
+#: about a thousand rates, and at K = 65,536 one answer took 4.3 s and 450 MB here.
+MAX_PAPER_BUFFER_PACKETS = 16_384
 
 
 class AdviceError(ValueError):
@@ -103,7 +111,7 @@ def parse_advice_request(request: Any) -> tuple[float, str | None, AdviceModel]:
     profile = request.get("profile")
     if profile is not None and (not isinstance(profile, str) or not 0 < len(profile) <= 64):
         raise AdviceError("profile", "must be a profile name of 1 to 64 characters")
-    model = request.get("model", "timeslice")
+    model = request.get("model", DEFAULT_RECEIVER_MODEL)
     if model not in _MODELS:
         raise AdviceError("model", f"must be one of {', '.join(_MODELS)}")
     return float(delay), profile, model
@@ -218,6 +226,12 @@ class _Inputs:
         )
 
 
+def _fits_paper(host: HostProfile) -> bool:
+    """Whether the paper's model advises on ``host`` (K at most
+    :data:`MAX_PAPER_BUFFER_PACKETS`)."""
+    return host.buffer_packets <= MAX_PAPER_BUFFER_PACKETS
+
+
 class ReceiverAdvisor:
     """Computes :class:`RateAdvice` for a receiver as it receives.
 
@@ -293,6 +307,8 @@ class ReceiverAdvisor:
         # Refinements an answer wanted and did not find: (inputs, coarse index).
         self._wanted: OrderedDict[tuple[Hashable, int], _Inputs] = OrderedDict()
         self.wanted = threading.Event()
+        # Workloads whose paper model has been computed once (its shape and kernels warm).
+        self._paper_ready: OrderedDict[Hashable, None] = OrderedDict()
 
     # -- inputs --------------------------------------------------------------------------
 
@@ -314,6 +330,15 @@ class ReceiverAdvisor:
             host=host,
             workload=self.workload(self.cpus) if workload is None else workload,
         )
+
+    @staticmethod
+    def _check_paper(host: HostProfile) -> None:
+        if not _fits_paper(host):
+            raise AdviceError(
+                "buffer_packets",
+                f"K={host.buffer_packets} is beyond what this receiver advises on with the "
+                f"paper's model (at most {MAX_PAPER_BUFFER_PACKETS}); use a smaller --rcvbuf",
+            )
 
     def _check_work(self, host: HostProfile) -> None:
         # The time-slice chain costs about K * (N * phases)^2 per rate: refuse what would
@@ -358,9 +383,11 @@ class ReceiverAdvisor:
         *,
         stop: Callable[[], bool] | None = None,
     ) -> bool:
-        """Solve the model for this receiver's own profile and ``workload`` (default: the
-        current one) ahead of any request: the coarse grid, and the refinements that
-        a few reference transfers (30 MB at 1, 10 and 100 ms, 1 GiB at 100 ms) land in.
+        """Solve the models for this receiver's own profile and ``workload`` (default:
+        the current one) ahead of any request: the paper's once (which builds its chain's
+        shape and loads its kernels), then the time-slice model's coarse grid and the
+        refinements that a few reference transfers (30 MB at 1, 10 and 100 ms, 1 GiB at
+        100 ms) land in.
 
         Parameters
         ----------
@@ -376,10 +403,19 @@ class ReceiverAdvisor:
             True if anything was solved.
         """
         inputs = self._inputs(None, workload)
-        self._check_work(inputs.host)
-        key = inputs.key()
-        solved = self._lookup(key)
         did = False
+        key = inputs.key()
+        if key not in self._paper_ready and _fits_paper(inputs.host):
+            # The paper's model costs milliseconds once its chain's shape is built and
+            # its kernels loaded; the first call in a process does both (about a second).
+            self._paper(inputs, *_REFERENCE_TRANSFERS[0])
+            with self._lock:
+                self._paper_ready[key] = None
+                while len(self._paper_ready) > self.max_solved:
+                    self._paper_ready.popitem(last=False)
+            did = True
+        self._check_work(inputs.host)
+        solved = self._lookup(key)
         if solved is None:
             # In pieces of a few chains, so that a blast that starts meanwhile waits for
             # at most one piece (the pieces' terms are each rate's own: merged, they are
@@ -425,6 +461,15 @@ class ReceiverAdvisor:
         return done
 
     # -- answering -------------------------------------------------------------------------
+
+    @staticmethod
+    def _paper(inputs: _Inputs, size: int, delay: float) -> tuple[float, float, float]:
+        """The paper's model: (rate in bit/s, stationary loss, transfer time in s)."""
+        paper = workload_bottleneck_rate(
+            inputs.workload, inputs.host, file_size_bytes=size, propagation_delay_s=delay
+        )
+        best = paper.bottleneck
+        return best.rate_bps, best.loss, best.transfer_time_s
 
     def _time_slice(
         self, inputs: _Inputs, size: int, delay: float
@@ -474,15 +519,9 @@ class ReceiverAdvisor:
         size = max(int(file_size_bytes), 1)
         state: dict[str, Any]
         if model == "paper":
-            paper = workload_bottleneck_rate(
-                inputs.workload, inputs.host, file_size_bytes=size, propagation_delay_s=delay
-            )
-            rate, loss, t = (
-                paper.bottleneck.rate_bps,
-                paper.bottleneck.loss,
-                paper.bottleneck.transfer_time_s,
-            )
-            state = {"ready": True, "refined": True}
+            self._check_paper(inputs.host)
+            rate, loss, t = self._paper(inputs, size, delay)
+            state = {"ready": inputs.key() in self._paper_ready, "refined": True}
         else:
             self._check_work(inputs.host)
             ts, state = self._time_slice(inputs, size, delay)

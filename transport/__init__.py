@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .curve import TransferCurve
     from .errors import NoCompletingRateError, TransportParameterError
+    from .models import DEFAULT_RECEIVER_MODEL, RECEIVER_MODELS, ReceiverModelName
     from .pipeline import NicService, PipelineResult, workload_bottleneck_rate
     from .rate_search import (
         MAX_CURVE_POINTS,
@@ -90,14 +91,17 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_HEADER_BYTES",
     "DEFAULT_PACKET_PAYLOAD_BYTES",
+    "DEFAULT_RECEIVER_MODEL",
     "DEFAULT_SETTLE_S",
     "DEFAULT_TIME_SLICE_S",
     "MAX_CURVE_POINTS",
+    "RECEIVER_MODELS",
     "BottleneckRate",
     "LossFunction",
     "NicService",
     "NoCompletingRateError",
     "PipelineResult",
+    "ReceiverModelName",
     "TimeSliceCosts",
     "TimeSliceCurve",
     "TimeSliceResult",
@@ -129,6 +133,9 @@ _LAZY: dict[str, str] = {
     "TransferCurve": "curve",
     "NoCompletingRateError": "errors",
     "TransportParameterError": "errors",
+    "DEFAULT_RECEIVER_MODEL": "models",
+    "RECEIVER_MODELS": "models",
+    "ReceiverModelName": "models",
     "NicService": "pipeline",
     "PipelineResult": "pipeline",
     "workload_bottleneck_rate": "pipeline",

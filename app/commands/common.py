@@ -225,13 +225,16 @@ def json_option(function: F) -> F:
     )
 
 
-def model_option(default: str, help_text: str) -> Callable[[F], F]:
-    """``--model paper|timeslice``, the receiver model, with the same name and values on
-    every command (the service's ``model``; :data:`app.operations.whole_method.MODELS`)."""
+def model_option(help_text: str) -> Callable[[F], F]:
+    """``--model paper|timeslice``, the receiver model, with the same name, values and
+    default on every command (the service's ``model``: :data:`transport.RECEIVER_MODELS`,
+    :data:`transport.DEFAULT_RECEIVER_MODEL`)."""
+    from transport.models import DEFAULT_RECEIVER_MODEL, RECEIVER_MODELS
+
     return click.option(
         "--model",
-        type=click.Choice(["paper", "timeslice"]),
-        default=default,
+        type=click.Choice(list(RECEIVER_MODELS)),
+        default=DEFAULT_RECEIVER_MODEL,
         show_default=True,
         help=help_text,
     )

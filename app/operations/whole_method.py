@@ -59,7 +59,7 @@ HOST_FIELDS = (
 
 #: The receiver models a rate answer can come from: the paper's (processor sharing, the
 #: stationary loss) or the time-slice model of :mod:`transport.timeslice`.
-MODELS = ("paper", "timeslice")
+MODELS = transport.RECEIVER_MODELS
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class MethodInputs:
     file_size_bytes: int | None = None
     propagation_delay_s: float | None = None
     nic_service: str = "exponential"
-    model: str = "paper"
+    model: str = transport.DEFAULT_RECEIVER_MODEL
     time_slice: transport.TimeSliceCosts | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -143,7 +143,7 @@ def resolve_inputs(
     host: Mapping[str, Any],
     transfer: Mapping[str, Any] | None = None,
     nic_service: str = "exponential",
-    model: str = "paper",
+    model: str = transport.DEFAULT_RECEIVER_MODEL,
     provenance: Mapping[str, Any] | None = None,
 ) -> MethodInputs:
     """Validate and normalise the inputs of the method.

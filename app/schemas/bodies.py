@@ -49,6 +49,8 @@ __all__ = [
     "query_parameters",
 ]
 
+from transport.models import DEFAULT_RECEIVER_MODEL, ReceiverModelName
+
 from .inputs import (
     _PROFILE_DOC,
     BOOLEAN_MARK,
@@ -130,12 +132,14 @@ class ProblemTypeModel(ResponseModel):
 
 
 NicService = Literal["exponential", "phase-type"]
-ReceiverModel = Literal["paper", "timeslice"]
+ReceiverModel = ReceiverModelName
 _MODEL_DOC = (
-    "The receiver's model: `paper` (the default: processor sharing with the C tasks and "
-    "the stationary loss of the NIC queue, the paper's method) or `timeslice` (the "
-    "scheduler's slices and finite blasts, what `blastrate send --rate auto` uses; "
-    "docs/conventions.md §5).  With `timeslice`, `loss_probability` is the first blast's, "
+    "The receiver's model: `paper` (the default, also for `blastrate send --rate auto`: "
+    "processor sharing with the C tasks and the stationary loss of the NIC queue, the "
+    "paper's method) or `timeslice` (the scheduler's slices and finite blasts; "
+    "docs/conventions.md §5).  The default is the cheapest model that the pooled "
+    "validation does not find resolvably worse (docs/validation.md).  With `timeslice`, "
+    "`loss_probability` is the first blast's, "
     "`interrupt_service_rate_per_s` the receiver's wake-up rate while it holds the CPU "
     "(the C tasks are its vacations), and the calibrated slice, kernel and wake-up costs "
     "come from the profile's provenance (`inputs.time_slice`)."
@@ -229,7 +233,7 @@ class BottleneckQuery(BaseModel):
         default="exponential",
         description="NIC service model: exponential (the paper's) or phase-type.",
     )
-    model: ReceiverModel = Field(default="paper", description=_MODEL_DOC)
+    model: ReceiverModel = Field(default=DEFAULT_RECEIVER_MODEL, description=_MODEL_DOC)
 
 
 def query_parameters(model: type[BaseModel]) -> list[dict[str, Any]]:
@@ -284,7 +288,7 @@ class BottleneckRateRequest(RequestModel):
         description="NIC service-time model: the paper's exponential approximation with "
         "rate 1/E[S], or the full phase-type distribution.",
     )
-    model: ReceiverModel = Field(default="paper", description=_MODEL_DOC)
+    model: ReceiverModel = Field(default=DEFAULT_RECEIVER_MODEL, description=_MODEL_DOC)
     include_curve: Flag = Field(default=False, description="Return the curve T(B_send).")
     curve_points: int = Field(
         default=200,

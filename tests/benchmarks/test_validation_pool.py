@@ -135,7 +135,8 @@ def test_the_committed_runs_score_as_the_audit_found() -> None:
 
     runs = [json.loads(p.read_text()) for p in SIX_RUNS]
     names = [p.stem for p in SIX_RUNS]
-    result = pool_module.pool(pool_module.score(runs, names), names)
+    # The audit scored the time-slice model, the default then.
+    result = pool_module.pool(pool_module.score(runs, names), names, default="timeslice")
     over = result["default_over"]
     expected = {
         "line_rate": 0.871,
@@ -151,3 +152,39 @@ def test_the_committed_runs_score_as_the_audit_found() -> None:
     # The audit's interval for the line rate, resampling passes: [0.861, 0.883].
     low, high = over["line_rate"]["passes_95"]
     assert low == pytest.approx(0.861, abs=0.003) and high == pytest.approx(0.883, abs=0.003)
+
+
+V3_RUNS = [ROOT / "docs" / "results" / f"validate_transfer_v3_run{i}.json" for i in range(1, 5)]
+
+
+@pytest.mark.skipif(not all(p.exists() for p in V3_RUNS), reason="the committed runs")
+def test_the_committed_runs_choose_the_shipped_default() -> None:
+    # Issue #39 §2: the default is the simplest and cheapest model that no other is
+    # resolvably better than.  On the committed runs of the version-3 data mover the
+    # time-slice model's time over the paper's was 0.989 [0.970, 1.007] over runs, so the
+    # rule picks `paper`; the product ships what the rule picks (transport.models).
+    import json
+
+    from transport import DEFAULT_RECEIVER_MODEL
+
+    runs = [json.loads(p.read_text()) for p in V3_RUNS]
+    names = [p.stem for p in V3_RUNS]
+    result = pool_module.pool(pool_module.score(runs, names), names)
+    assert result["chosen_model"] == DEFAULT_RECEIVER_MODEL
+    assert result["default"] == DEFAULT_RECEIVER_MODEL
+    timeslice_over_paper = result["models_pairwise"]["timeslice"]["paper"]
+    assert timeslice_over_paper["geometric_mean"] == pytest.approx(0.989, abs=6e-4)
+    low, high = timeslice_over_paper["runs_95"]
+    assert low < 1.0 < high
+
+
+def test_the_rule_takes_the_cheapest_model_that_nothing_beats() -> None:
+    rule = pool_module.chosen_model
+    cheap_first = ("paper", "timeslice")
+    assert rule({"paper": [], "timeslice": []}, cheap_first) == "paper"
+    assert rule({"paper": ["timeslice"], "timeslice": []}, cheap_first) == "timeslice"
+    # Beaten by an ablation that the product does not ship: still not chosen.
+    assert rule({"paper": ["timeslice-x"], "timeslice": []}, cheap_first) == "timeslice"
+    assert rule({"paper": ["timeslice"], "timeslice": ["paper"]}, cheap_first) is None
+    # A model that the runs did not score is not chosen.
+    assert rule({"timeslice": []}, cheap_first) == "timeslice"

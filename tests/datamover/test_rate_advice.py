@@ -14,8 +14,14 @@ from typing import Any
 import pytest
 
 from datamover import ReceiveError, Receiver, ReceiverLimits, SendError, send_file
-from datamover.advice import AdviceError, ReceiverAdvisor, parse_advice_request
+from datamover.advice import (
+    MAX_PAPER_BUFFER_PACKETS,
+    AdviceError,
+    ReceiverAdvisor,
+    parse_advice_request,
+)
 from host import Workload, host_profile
+from transport import DEFAULT_RECEIVER_MODEL, workload_bottleneck_rate
 from transport.timeslice import time_slice_bottleneck_rate
 
 SECRET = b"advice-test-secret-0123"
@@ -69,7 +75,27 @@ def _send(tmp_path: Path, advisor: Any, advise: dict[str, Any]) -> Any:
 
 
 def test_the_sender_sends_at_the_receivers_rate(tmp_path: Path) -> None:
+    # No model named: the default, the paper's (transport.DEFAULT_RECEIVER_MODEL).
     report = _send(tmp_path, _advisor(), {"propagation_delay_s": 0.01})
+    advice = report.advice
+    # The receiver's model, recomputed here with the same inputs: an independent call.
+    expected = workload_bottleneck_rate(
+        Workload(cpu_tasks=2, io_tasks=0, cores=1),
+        PROFILE.replace(buffer_packets=300, coalesce_packets=8),
+        file_size_bytes=200_000,
+        propagation_delay_s=0.01,
+    )
+    assert report.rate_bps == advice["predicted_rate_bps"]
+    assert advice["predicted_rate_bps"] == pytest.approx(expected.bottleneck.rate_bps, rel=1e-12)
+    assert advice["predicted_loss"] == pytest.approx(expected.bottleneck.loss, rel=1e-12)
+    assert advice["profile"] == "lab" and advice["model"] == DEFAULT_RECEIVER_MODEL == "paper"
+    assert advice["buffer_packets"] == 300 and advice["coalesce_packets"] == 8
+    assert advice["workload"] == {"cpu_tasks": 2, "io_tasks": 0, "cores": 1, "disks": 1}
+    assert report.digest_ok
+
+
+def test_the_time_slice_model_advises_when_named(tmp_path: Path) -> None:
+    report = _send(tmp_path, _advisor(), {"propagation_delay_s": 0.01, "model": "timeslice"})
     advice = report.advice
     # The receiver's model, recomputed here with the same inputs: an independent call.
     expected = time_slice_bottleneck_rate(
@@ -130,17 +156,23 @@ def test_malformed_requests_name_their_field(request_: Any, field: str) -> None:
     assert err.value.field == field
 
 
-def test_a_huge_buffer_is_refused_not_solved_for_minutes() -> None:
+@pytest.mark.parametrize(
+    ("model", "buffer_packets", "said"),
+    [("timeslice", 65_536, "max_advice_work"), ("paper", MAX_PAPER_BUFFER_PACKETS + 1, "paper")],
+)
+def test_a_huge_buffer_is_refused_not_solved_for_minutes(
+    model: str, buffer_packets: int, said: str
+) -> None:
     advisor = ReceiverAdvisor(
         lambda: (PROFILE, None),
-        buffer_packets=65_536,
+        buffer_packets=buffer_packets,
         batch_packets=64,
         cpus={0},
         workload=_workload,
     )
     with pytest.raises(AdviceError) as err:
-        advisor(20_000_000, {"propagation_delay_s": 0.01})
-    assert err.value.field == "buffer_packets" and "max_advice_work" in err.value.reason
+        advisor(20_000_000, {"propagation_delay_s": 0.01, "model": model})
+    assert err.value.field == "buffer_packets" and said in err.value.reason
 
 
 @pytest.mark.parametrize("rate", [1e-300, 1.0, -5.0, float("nan"), "fast", True, 1e20])
@@ -163,7 +195,7 @@ def test_the_calibrated_wakeup_cost_feeds_the_model(stored: Any, used: float) ->
         cpus={0},
         workload=_workload,
     )
-    advice = advisor(2_000_000, {"propagation_delay_s": 0.01})
+    advice = advisor(2_000_000, {"propagation_delay_s": 0.01, "model": "timeslice"})
     expected = time_slice_bottleneck_rate(
         Workload(cpu_tasks=2, io_tasks=0, cores=1),
         PROFILE.replace(buffer_packets=300, coalesce_packets=8),
