@@ -28,6 +28,7 @@ from host import HostProfile, Workload
 from transport import (
     DEFAULT_RECEIVER_MODEL,
     DEFAULT_SETTLE_S,
+    MAX_TIME_SLICE_WORK,
     RECEIVER_MODELS,
     ReceiverModelName,
     TimeSliceCosts,
@@ -73,8 +74,9 @@ _CHAINS_PER_PIECE = 8
 #: Reference transfers whose refinements are solved ahead of time: (bytes, delay in s).
 _REFERENCE_TRANSFERS = ((30_000_000, 0.001), (30_000_000, 0.01), (30_000_000, 0.1), (2**30, 0.1))
 #: Most work (K * (7 (N + 1))^2, about the banded solve's flops per rate) a receiver puts
-#: into one piece of advice: about a second for the whole search on this machine.
-MAX_ADVICE_WORK = 2.0e8
+#: into one piece of advice: :data:`transport.MAX_TIME_SLICE_WORK`, about a second for the
+#: whole search on this machine.
+MAX_ADVICE_WORK = MAX_TIME_SLICE_WORK
 #: Largest K the paper's model advises on: its NIC queue holds K + 1 levels for each of
 #: about a thousand rates, and at K = 65,536 one answer took 4.3 s and 450 MB here.
 MAX_PAPER_BUFFER_PACKETS = 16_384

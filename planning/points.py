@@ -49,6 +49,7 @@ INPUT_FIELDS: dict[str, str] = {
     "file_size": "size",
     "propagation_delay": "duration",
     "nic_service": "name",
+    "model": "name",
 }
 
 #: The results of a point, beside its inputs: bit/s, s, probability, 1/s, text, count.
@@ -126,7 +127,11 @@ def resolve_point(point: Mapping[str, Any]) -> dict[str, Any]:
         Inputs named as :data:`INPUT_FIELDS` in SI units.  ``cpu_tasks``, ``io_tasks``,
         ``file_size`` (bytes) and ``propagation_delay`` (s) are required; ``profile``
         defaults to ``sx280-2007``, ``cores`` and ``disks`` to 1, ``nic_service`` to
-        ``exponential``, the host inputs to the profile's values.
+        ``exponential``, ``model`` to :data:`transport.DEFAULT_RECEIVER_MODEL`, the host
+        inputs to the profile's values.  ``model="timeslice"`` takes the exponential NIC
+        service only, the kernel's default slice and no kernel or wake-up cost (the
+        built-in profiles carry no calibration), and a K and N within
+        :data:`transport.MAX_TIME_SLICE_WORK`.
 
     Returns
     -------
@@ -176,6 +181,13 @@ def resolve_point(point: Mapping[str, Any]) -> dict[str, Any]:
         raise PlanningError(
             "nic_service", f"must be 'exponential' or 'phase-type', got {nic_service!r}"
         )
+    model = point.get("model") or transport.DEFAULT_RECEIVER_MODEL
+    if model not in transport.RECEIVER_MODELS:
+        raise PlanningError(
+            "model", f"must be one of {', '.join(transport.RECEIVER_MODELS)}, got {model!r}"
+        )
+    if model == "timeslice":
+        _check_time_slice(profile, nic_service)
     out: dict[str, Any] = {**workload.to_dict(), "profile": profile.name}
     host = profile.to_dict()
     for name in _HOST_INPUTS:
@@ -183,7 +195,27 @@ def resolve_point(point: Mapping[str, Any]) -> dict[str, Any]:
     out["file_size"] = int(point["file_size"])
     out["propagation_delay"] = delay
     out["nic_service"] = nic_service
+    out["model"] = model
     return out
+
+
+def _check_time_slice(profile: HostProfile, nic_service: str) -> None:
+    """Refuse what the time-slice model does not take, or would take seconds over."""
+    if nic_service != "exponential":
+        raise PlanningError(
+            "nic_service", "the time-slice model takes the exponential NIC service only"
+        )
+    k, n = profile.buffer_packets, profile.coalesce_packets
+    work = transport.time_slice_work(k, n)
+    if work > transport.MAX_TIME_SLICE_WORK:
+        raise PlanningError(
+            "buffer_packets",
+            f"K={k} with N={n} needs about {work:.3g} operations per rate in the time-slice "
+            f"model, more than {transport.MAX_TIME_SLICE_WORK:g}; use a smaller "
+            "buffer_packets or coalesce_packets, or model=paper",
+            maximum=transport.MAX_TIME_SLICE_WORK,
+            reached=work,
+        )
 
 
 def point_objects(resolved: Mapping[str, Any]) -> tuple[Workload, HostProfile]:
@@ -220,8 +252,14 @@ def solve_point(
     Raises
     ------
     PlanningError
-        Naming the input at fault; ``field="loss"`` when no rate lets the transfer finish.
+        Naming the input at fault; ``field="loss"`` when no rate lets the transfer finish;
+        ``field="model"`` for ``model="timeslice"``, whose answer has no
+        :class:`transport.PipelineResult` (:func:`evaluate_point` takes both models).
     """
+    if resolved.get("model", transport.DEFAULT_RECEIVER_MODEL) != "paper":
+        raise PlanningError(
+            "model", "the plots draw the paper's model only (model=paper); a sweep takes both"
+        )
     workload, profile = point_objects(resolved)
     try:
         return transport.workload_bottleneck_rate(
@@ -266,6 +304,8 @@ def evaluate_point(point: Mapping[str, Any]) -> dict[str, Any]:
     except PlanningError as exc:
         record = {name: point.get(name) for name in INPUT_FIELDS}
         return {**record, **dict.fromkeys(RESULT_FIELDS), "error": str(exc)}
+    if resolved["model"] == "timeslice":
+        return {**resolved, **_time_slice_results(resolved)}
     try:
         result = solve_point(resolved)
     except PlanningError as exc:
@@ -279,6 +319,34 @@ def evaluate_point(point: Mapping[str, Any]) -> dict[str, Any]:
         "interrupt_service_rate_per_s": result.service.rate_per_s,
         "limited_by": best.limited_by,
         "rounds": best.rounds,
+        "error": None,
+    }
+
+
+def _time_slice_results(resolved: Mapping[str, Any]) -> dict[str, Any]:
+    """:data:`RESULT_FIELDS` of the time-slice model at a resolved point, as
+    ``/bottleneck-rate?model=timeslice`` answers them for a built-in profile: the loss is the
+    first blast's, the service rate the receiver's wake-up rate while it holds the CPU."""
+    workload, profile = point_objects(resolved)
+    costs = transport.time_slice_costs(None, profile)
+    try:
+        result = transport.time_slice_bottleneck_rate(
+            workload,
+            profile,
+            file_size_bytes=resolved["file_size"],
+            propagation_delay_s=resolved["propagation_delay"],
+            settle_s=transport.DEFAULT_SETTLE_S,
+            **costs.to_dict(),
+        )
+    except (WorkloadError, transport.TransportParameterError, queues.QueueParameterError) as exc:
+        return {**dict.fromkeys(RESULT_FIELDS), "error": str(_translate(exc))}
+    return {
+        "effective_bottleneck_rate_bps": result.rate_bps,
+        "transfer_time_s": result.transfer_time_s,
+        "loss_probability": result.first_round_loss,
+        "interrupt_service_rate_per_s": result.service_rate_per_s,
+        "limited_by": result.limited_by,
+        "rounds": result.rounds,
         "error": None,
     }
 

@@ -9,7 +9,8 @@ pool, where the compiled queue kernels release the GIL.
 
 The arithmetic is exactly that of :func:`transport.workload_bottleneck_rate` with the
 exponential NIC service, so each record is bit for bit :func:`planning.evaluate_point`'s
-(phase-type variants are simply solved one after the other by that function).
+(phase-type variants and the time-slice model's are simply solved one after the other by
+that function).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def evaluate_variants(
     jobs: list[tuple[int, float, HostProfile]] = []
     rates: dict[tuple[Workload, float, float, float], float] = {}
     for i, point in enumerate(resolved):
-        if point["nic_service"] != "exponential":
+        if point["nic_service"] != "exponential" or point.get("model") == "timeslice":
             out[i] = evaluate_point(point)
             continue
         try:

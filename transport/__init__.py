@@ -75,6 +75,7 @@ if TYPE_CHECKING:
     from .timeslice import (
         DEFAULT_SETTLE_S,
         DEFAULT_TIME_SLICE_S,
+        MAX_TIME_SLICE_WORK,
         TimeSliceCosts,
         TimeSliceCurve,
         TimeSliceResult,
@@ -95,6 +96,7 @@ __all__ = [
     "DEFAULT_SETTLE_S",
     "DEFAULT_TIME_SLICE_S",
     "MAX_CURVE_POINTS",
+    "MAX_TIME_SLICE_WORK",
     "RECEIVER_MODELS",
     "BottleneckRate",
     "LossFunction",
@@ -153,6 +155,7 @@ _LAZY: dict[str, str] = {
     "transfer_time_terms": "rbudp",
     "DEFAULT_SETTLE_S": "timeslice",
     "DEFAULT_TIME_SLICE_S": "timeslice",
+    "MAX_TIME_SLICE_WORK": "timeslice",
     "TimeSliceCosts": "timeslice",
     "TimeSliceCurve": "timeslice",
     "TimeSliceResult": "timeslice",

@@ -49,6 +49,7 @@ from .errors import NoCompletingRateError, TransportParameterError
 __all__ = [
     "DEFAULT_SETTLE_S",
     "DEFAULT_TIME_SLICE_S",
+    "MAX_TIME_SLICE_WORK",
     "TimeSliceCosts",
     "TimeSliceCurve",
     "TimeSliceResult",
@@ -62,6 +63,13 @@ __all__ = [
     "time_slice_terms",
     "time_slice_work",
 ]
+
+#: Most work (``K * (7 (N + 1))^2``, about the banded solve's flops per rate,
+#: :func:`time_slice_work`) one answer of the time-slice model may take: about a second for
+#: a whole search on this 2-core machine.  A receiver's advice, the service and the planning
+#: refuse a K and N beyond it, naming ``buffer_packets``.
+MAX_TIME_SLICE_WORK = 2.0e8
+
 
 #: The kernel's default slice where none was calibrated: EEVDF's base slice of 0.75 ms
 #: scaled by 1 + log2(CPUs) on a two-CPU host (s).
@@ -298,6 +306,18 @@ class TimeSliceResult:
     time_slice_s: float
     curve: TimeSliceCurve
     inputs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rounds(self) -> int:
+        """Blasts at :attr:`rate_bps` (the curve's point nearest to it)."""
+        k = int(np.argmin(np.abs(self.curve.rate_bps - self.rate_bps)))
+        return int(self.curve.rounds[k])
+
+    @property
+    def limited_by(self) -> str:
+        """``"line-rate"`` when the answer is the line rate, else ``"end-system"``."""
+        line = float(self.inputs["profile"]["line_rate_bps"])
+        return "line-rate" if self.rate_bps >= line * (1 - 1e-9) else "end-system"
 
 
 def _play_rounds(

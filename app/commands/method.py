@@ -176,10 +176,10 @@ def _compute(payload: dict[str, Any], report: Reporter) -> dict[str, Any]:
 
 
 def _max_advice_work() -> float:
-    # The receiver's advice module loads the time-slice model: only that model asks.
-    from datamover.advice import MAX_ADVICE_WORK
+    # The time-slice module loads its kernels: only that model asks.
+    from transport import MAX_TIME_SLICE_WORK
 
-    return float(MAX_ADVICE_WORK)
+    return float(MAX_TIME_SLICE_WORK)
 
 
 def bottleneck(args: MethodArgs, options: dict[str, Any], label: str) -> dict[str, Any]:

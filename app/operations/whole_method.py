@@ -243,7 +243,7 @@ def queue_work(inputs: Mapping[str, Any], states: int) -> float:
 
 def time_slice_work(inputs: Mapping[str, Any]) -> float:
     """Rough work of one time-slice search, ``K * (7 (N + 1))^2`` (0 for the paper's
-    model): compared with :data:`datamover.MAX_ADVICE_WORK`, as a receiver does."""
+    model): compared with :data:`transport.MAX_TIME_SLICE_WORK`, as a receiver does."""
     if inputs.get("model") != "timeslice":
         return 0.0
     host = inputs["host"]

@@ -43,6 +43,11 @@ _INPUTS: dict[str, tuple[str, bool]] = {
     "file_size": ("File size (bytes, or `500MB`).", True),
     "propagation_delay": ("One-way propagation delay (s, or `100ms`).", True),
     "nic_service": ("exponential (the paper's) or phase-type.", False),
+    "model": (
+        "The receiver's model: paper (the default) or timeslice (the kernel's default slice; "
+        "exponential NIC service; K and N within max_time_slice_work). Plots draw paper only.",
+        False,
+    ),
 }
 
 

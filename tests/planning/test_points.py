@@ -66,3 +66,38 @@ def test_missing_required_input() -> None:
     with pytest.raises(PlanningError, match="required") as info:
         resolve_point({"cpu_tasks": 1, "io_tasks": 0, "file_size": 10})
     assert info.value.field == "propagation_delay"
+
+
+def test_the_default_model_is_the_products_and_timeslice_is_the_librarys() -> None:
+    r = resolve_point(BASE)
+    assert r["model"] == transport.DEFAULT_RECEIVER_MODEL == "paper"
+    # The time-slice model at a built-in profile: the library called directly with the
+    # kernel's default slice, no kernel or wake-up cost (no calibration) and the
+    # receiver's default settle time, as GET /bottleneck-rate?model=timeslice does.
+    point = {"cpu_tasks": 2, "io_tasks": 0, "file_size": 20_000_000, "propagation_delay": 0.01}
+    record = evaluate_point({**point, "model": "timeslice"})
+    ref = transport.time_slice_bottleneck_rate(
+        Workload(2, 0),
+        host_profile("sx280-2007"),
+        file_size_bytes=20_000_000,
+        propagation_delay_s=0.01,
+        time_slice_s=transport.DEFAULT_TIME_SLICE_S,
+        settle_s=transport.DEFAULT_SETTLE_S,
+    )
+    assert record["effective_bottleneck_rate_bps"] == ref.rate_bps
+    assert record["loss_probability"] == ref.first_round_loss
+    assert record["rounds"] == ref.rounds and record["error"] is None
+
+
+@pytest.mark.parametrize(
+    ("point", "field"),
+    [
+        ({"model": "magic"}, "model"),
+        ({"model": "timeslice", "nic_service": "phase-type"}, "nic_service"),
+        ({"model": "timeslice", "buffer_packets": 4096, "coalesce_packets": 64}, "buffer_packets"),
+    ],
+)
+def test_a_model_it_cannot_answer_is_named(point: dict[str, object], field: str) -> None:
+    with pytest.raises(PlanningError) as err:
+        resolve_point({**BASE, "io_tasks": 0, **point})
+    assert err.value.field == field

@@ -131,3 +131,31 @@ def test_a_sweep_too_long_names_max_points_and_stays_short(spec: str) -> None:
     r = invoke("sweep", "--cpu-tasks", spec, "-I", "0", "--file-size", "1MB", "--delay", "10ms")
     assert r.exit_code == 2
     assert "raise it with --max-points" in r.stderr and len(r.stderr) < 200, r.stderr
+
+
+def test_sweep_and_what_if_take_the_model_as_rate_does() -> None:
+    # `--model timeslice` on sweep: each record is `blastrate rate --model timeslice`'s
+    # answer for the point (app.operations.whole_method, the same inputs), bit for bit.
+    args = ["--cpu-tasks", "2", "--io-tasks", "0", "--file-size", "20MB", "--delay", "10ms"]
+    r = CliRunner().invoke(sweep, [*args, "--model", "timeslice", "--json"])
+    assert r.exit_code == 0, r.output
+    (rec,) = json.loads(r.output)["records"]
+    inputs = resolve_inputs(
+        {"cpu_tasks": 2, "io_tasks": 0},
+        {"profile": "sx280-2007"},
+        {"file_size_bytes": 20_000_000, "propagation_delay_s": 0.01},
+        model="timeslice",
+    ).to_dict()
+    ref = compute_bottleneck(inputs, {})
+    assert rec["model"] == "timeslice"
+    assert rec["effective_bottleneck_rate_bps"] == ref["effective_bottleneck_rate_bps"]
+    assert rec["loss_probability"] == ref["loss_probability"]
+    w = CliRunner().invoke(
+        what_if_command, [*args, "--model", "timeslice", "--max-buffer-packets", "128", "--json"]
+    )
+    assert w.exit_code == 0, w.output
+    assert json.loads(w.output)["baseline"]["effective_bottleneck_rate_bps"] == rec[
+        "effective_bottleneck_rate_bps"
+    ]
+    bad = CliRunner().invoke(sweep, [*args, "--model", "magic"])
+    assert bad.exit_code == 2 and bad.output.strip().startswith("blastrate: error: --model:")

@@ -207,3 +207,76 @@ def test_the_grid_plot_given_one_point_draws_the_grid_around_it(client: Any) -> 
     point = lines(f"{QUERY}")
     grid = lines("cpu_tasks=0..8&io_tasks=0,1,2,4&file_size=500MB&propagation_delay=100ms")
     assert point == grid and max(point) >= 9
+
+
+def test_a_sweep_over_both_models_agrees_with_bottleneck_rate(client: Any) -> None:
+    # Issue #39 §4: model= on the sweeps.  Reference: GET /bottleneck-rate with the same
+    # point and model, a separate path (app.operations.whole_method, the profile's
+    # provenance read from the store) that must give the same numbers bit for bit.
+    inputs = {
+        "cpu_tasks": "1,2",
+        "io_tasks": 0,
+        "file_size": "20MB",
+        "propagation_delay": "10ms",
+        "model": "paper,timeslice",
+    }
+    r = client.post("/sweeps", json={"inputs": inputs})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["points"], body["failed"]) == (4, 0)
+    assert body["axes"]["model"] == ["paper", "timeslice"]
+    for rec in body["records"]:
+        one = client.get(
+            "/bottleneck-rate",
+            params={
+                "cpu_tasks": rec["cpu_tasks"],
+                "io_tasks": 0,
+                "file_size": "20MB",
+                "propagation_delay": "10ms",
+                "profile": "sx280-2007",
+                "model": rec["model"],
+            },
+        ).json()
+        for field in (
+            "effective_bottleneck_rate_bps",
+            "transfer_time_s",
+            "loss_probability",
+            "interrupt_service_rate_per_s",
+            "limited_by",
+            "rounds",
+        ):
+            assert rec[field] == one[field], (rec["model"], field)
+    by_model = {
+        m: [r["effective_bottleneck_rate_bps"] for r in body["records"] if r["model"] == m]
+        for m in ("paper", "timeslice")
+    }
+    assert by_model["paper"] != by_model["timeslice"]  # two models, not one twice
+
+
+def test_the_time_slice_model_is_bounded_on_the_planning_routes(
+    client: Any, problem_of: Any
+) -> None:
+    base = {"cpu_tasks": 2, "io_tasks": 0, "file_size": "20MB", "propagation_delay": "10ms"}
+    # A K and N beyond transport.MAX_TIME_SLICE_WORK: that point's record says why.
+    big = {**base, "model": "timeslice", "buffer_packets": 4096, "coalesce_packets": 64}
+    r = client.post("/sweeps", json={"inputs": big})
+    assert r.status_code == 200, r.text
+    record = r.json()["records"][0]
+    assert record["effective_bottleneck_rate_bps"] is None
+    assert record["error"].startswith("buffer_packets: ") and "model=paper" in record["error"]
+    # A what-if whose variants together exceed planning.whatif.MAX_WHAT_IF_TIME_SLICE_WORK
+    # (4e8): at K = 2048, N = 32 each of its five single changes that keep K and N costs
+    # 49 K (N + 1)^2 = 1.09e8, and the (K, N) grid adds more.
+    payload = {
+        "inputs": {**base, "model": "timeslice", "buffer_packets": 2048, "coalesce_packets": 32},
+        "max_buffer_packets": 4096,
+    }
+    body = problem_of(client.post("/what-if", json=payload), 422)
+    assert body["errors"][0]["field"].endswith("max_buffer_packets")
+    # An unknown model and a plot of the time-slice model are refused, naming the field.
+    body = problem_of(client.post("/sweeps", json={"inputs": {**base, "model": "magic"}}), 422)
+    assert body["errors"][0]["field"].endswith("model")
+    body = problem_of(
+        client.get("/plots/transfer-time", params={**base, "model": "timeslice"}), 422
+    )
+    assert body["errors"][0]["field"].endswith("model")
