@@ -15,6 +15,7 @@ The request (all optional but the delay)::
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import OrderedDict
@@ -34,6 +35,7 @@ from transport import (
     TimeSliceCosts,
     TimeSliceResult,
     TimeSliceTerms,
+    TransportParameterError,
     time_slice_costs,
     time_slice_grid,
     time_slice_refinement,
@@ -410,7 +412,10 @@ class ReceiverAdvisor:
         if key not in self._paper_ready and _fits_paper(inputs.host):
             # The paper's model costs milliseconds once its chain's shape is built and
             # its kernels loaded; the first call in a process does both (about a second).
-            self._paper(inputs, *_REFERENCE_TRANSFERS[0])
+            # A workload with no completing rate for the reference transfer has built
+            # them all the same; its answer to a sender names the cause.
+            with contextlib.suppress(TransportParameterError):
+                self._paper(inputs, *_REFERENCE_TRANSFERS[0])
             with self._lock:
                 self._paper_ready[key] = None
                 while len(self._paper_ready) > self.max_solved:
