@@ -25,13 +25,13 @@ used as the model, meets them in none of 30 pairs).  This script scores the runs
 * **the default's choice** (issue #39 §2): of the product's models, simplest and
   cheapest first (:data:`transport.RECEIVER_MODELS`), the first that is resolvably worse
   than no other scored model (its interval over runs of its time over that model's
-  wholly above 1).
+  wholly above 1), here or, with ``--send-auto JSON``, on the product's path.
 
 Rows a run marked ``noisy`` (its run queue above the workload's own) are left out.
 Scoring measures nothing::
 
     .venv/bin/python benchmarks/validation_pool.py docs/results/validate_transfer_v3_run*.json \\
-        --json docs/results/validation_pool.json
+        --send-auto docs/results/send_auto.json --json docs/results/validation_pool.json
 
 ``--repeat R --prefix P -- [validate_transfer.py arguments]`` first makes R full runs
 back to back (as root, nothing else running), written to ``P1.json`` .. ``PR.json``, and
@@ -52,10 +52,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from transport.models import DEFAULT_RECEIVER_MODEL, RECEIVER_MODELS
+from transport.models import DEFAULT_ADVICE_MODEL, RECEIVER_MODELS
 
-#: The shipped default model's key in a run's ``models``: the rule scored against the rest.
-DEFAULT = DEFAULT_RECEIVER_MODEL
+#: The model ``send --rate auto`` ships with, the key in a run's ``models`` that is scored
+#: against the rest.
+DEFAULT = DEFAULT_ADVICE_MODEL
 #: Rules that are not a model's: how a row's rate is found for them.
 BASELINES = ("line_rate", "three_quarter_line", "half_line", "share_rule")
 RESAMPLES = 4000
@@ -233,12 +234,43 @@ def chosen_model(worse: dict[str, list[str]], candidates: tuple[str, ...]) -> st
     return None
 
 
+def product_path_worse(send_auto: dict[str, Any]) -> dict[str, list[str]]:
+    """The models that ``send_auto.py`` found resolvably worse on the product's path.
+
+    In each host of a ``send_auto.py --json`` run, ``auto / auto-M`` is the default
+    model's time over model M's, block by block in the same cells, with a 95 % interval
+    resampling blocks: an interval wholly above 1 makes the default resolvably worse than
+    M, wholly below 1 makes M resolvably worse than the default.
+    """
+    default = send_auto.get("default_model", "timeslice")  # runs before the field: timeslice
+    worse: dict[str, set[str]] = {}
+    for host, rows in send_auto.get("tables", {}).items():
+        if host == "advice_cost":
+            continue
+        for name, row in rows.items():
+            if not name.startswith("auto / auto-") or not row.get("ci95"):
+                continue
+            other = name.removeprefix("auto / auto-")
+            low, high = row["ci95"]
+            if low > 1.0:
+                worse.setdefault(default, set()).add(other)
+            elif high < 1.0:
+                worse.setdefault(other, set()).add(default)
+    return {k: sorted(v) for k, v in worse.items()}
+
+
 def pool(
-    scored: dict[str, Any], names: list[str], seed: int = 11, default: str = DEFAULT
+    scored: dict[str, Any],
+    names: list[str],
+    seed: int = 11,
+    default: str = DEFAULT,
+    send_auto: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Pooled figures: each rule's held-out ratio, and ``default`` over each rule; per
     run and per workload; the model that issue #39's rule chooses among the product's
-    models (:data:`transport.RECEIVER_MODELS`)."""
+    models (:data:`transport.RECEIVER_MODELS`), from these runs and, if given, a
+    ``send_auto.py`` run's comparison of the models on the product's path
+    (:func:`product_path_worse`)."""
     rng = np.random.default_rng(seed)
     rows = scored["rows"]
     rules = sorted({name for r in rows for name in r["ratios"]})
@@ -283,7 +315,10 @@ def pool(
     }
     out["models_pairwise"] = pairwise
     out["resolvably_worse_than"] = worse
-    out["chosen_model"] = chosen_model(worse, RECEIVER_MODELS)
+    product = product_path_worse(send_auto) if send_auto else {}
+    merged = {m: sorted({*worse.get(m, []), *product.get(m, [])}) for m in worse}
+    out["product_path_worse"] = product
+    out["chosen_model"] = chosen_model(merged, RECEIVER_MODELS)
     workloads = []
     for key in sorted({r["key"] for r in rows}):
         mine = [r for r in rows if r["key"] == key]
@@ -324,6 +359,8 @@ def report(result: dict[str, Any]) -> None:
     print("\nmodels every run scored, and those each is resolvably worse than (over runs):")
     for name, worse in result["resolvably_worse_than"].items():
         print(f"  {name:28s} {', '.join(worse) or 'none'}")
+    for name, worse in result.get("product_path_worse", {}).items():
+        print(f"  on the product's path (send_auto.py): {name} resolvably worse than {worse}")
     chosen = result["chosen_model"]
     print(
         f"  the default by issue #39's rule (the first of {', '.join(RECEIVER_MODELS)} "
@@ -350,6 +387,12 @@ def main() -> None:
     )
     ap.add_argument("runs", nargs="*", help="validate_transfer.py --json outputs, in run order")
     ap.add_argument("--json", default=None, help="write the pooled figures here")
+    ap.add_argument(
+        "--send-auto",
+        default=None,
+        help="a send_auto.py --json run whose comparison of the models on the product's "
+        "path joins the choice of the default",
+    )
     ap.add_argument(
         "--repeat",
         type=int,
@@ -379,7 +422,8 @@ def main() -> None:
         ap.error("give runs to pool, or --repeat")
     runs = [json.loads(Path(p).read_text()) for p in paths]
     names = [Path(p).stem for p in paths]
-    result = pool(score(runs, names), names)
+    send_auto = json.loads(Path(args.send_auto).read_text()) if args.send_auto else None
+    result = pool(score(runs, names), names, send_auto=send_auto)
     report(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")

@@ -10,7 +10,7 @@ it with the sender's request and sends back :meth:`RateAdvice.to_dict`.
 
 The request (all optional but the delay)::
 
-    {"propagation_delay_s": 0.01, "profile": "lab-1", "model": "paper"}
+    {"propagation_delay_s": 0.01, "profile": "lab-1", "model": "timeslice"}
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 
 from host import HostProfile, Workload
 from transport import (
-    DEFAULT_RECEIVER_MODEL,
+    DEFAULT_ADVICE_MODEL,
     DEFAULT_SETTLE_S,
     MAX_TIME_SLICE_WORK,
     RECEIVER_MODELS,
@@ -58,9 +58,9 @@ __all__ = [
     "profile_kind",
 ]
 
-#: ``"paper"`` (the default, :data:`transport.DEFAULT_RECEIVER_MODEL`: the paper's
-#: processor-sharing model, :mod:`transport.pipeline`) or ``"timeslice"`` (scheduler
-#: slices and finite blasts, :mod:`transport.timeslice`); :mod:`transport.models` says why.
+#: ``"timeslice"`` (the default, :data:`transport.DEFAULT_ADVICE_MODEL`: scheduler slices
+#: and finite blasts, :mod:`transport.timeslice`) or ``"paper"`` (the paper's
+#: processor-sharing model, :mod:`transport.pipeline`); :mod:`transport.models` says why.
 AdviceModel = ReceiverModelName
 _MODELS: tuple[str, ...] = RECEIVER_MODELS
 #: Longest one-way delay a receiver advises for (s).
@@ -115,7 +115,7 @@ def parse_advice_request(request: Any) -> tuple[float, str | None, AdviceModel]:
     profile = request.get("profile")
     if profile is not None and (not isinstance(profile, str) or not 0 < len(profile) <= 64):
         raise AdviceError("profile", "must be a profile name of 1 to 64 characters")
-    model = request.get("model", DEFAULT_RECEIVER_MODEL)
+    model = request.get("model", DEFAULT_ADVICE_MODEL)
     if model not in _MODELS:
         raise AdviceError("model", f"must be one of {', '.join(_MODELS)}")
     return float(delay), profile, model
@@ -313,6 +313,8 @@ class ReceiverAdvisor:
         self.wanted = threading.Event()
         # Workloads whose paper model has been computed once (its shape and kernels warm).
         self._paper_ready: OrderedDict[Hashable, None] = OrderedDict()
+        # Set by the first request for the paper's model: only then is it warmed ahead.
+        self._paper_asked = False
 
     # -- inputs --------------------------------------------------------------------------
 
@@ -388,10 +390,10 @@ class ReceiverAdvisor:
         stop: Callable[[], bool] | None = None,
     ) -> bool:
         """Solve the models for this receiver's own profile and ``workload`` (default:
-        the current one) ahead of any request: the paper's once (which builds its chain's
-        shape and loads its kernels), then the time-slice model's coarse grid and the
+        the current one) ahead of any request: the time-slice model's coarse grid and the
         refinements that a few reference transfers (30 MB at 1, 10 and 100 ms, 1 GiB at
-        100 ms) land in.
+        100 ms) land in; and, once a sender has asked for the paper's model, that model
+        once (which builds its chain's shape and loads its kernels).
 
         Parameters
         ----------
@@ -409,7 +411,7 @@ class ReceiverAdvisor:
         inputs = self._inputs(None, workload)
         did = False
         key = inputs.key()
-        if key not in self._paper_ready and _fits_paper(inputs.host):
+        if self._paper_asked and key not in self._paper_ready and _fits_paper(inputs.host):
             # The paper's model costs milliseconds once its chain's shape is built and
             # its kernels loaded; the first call in a process does both (about a second).
             # A workload with no completing rate for the reference transfer has built
@@ -526,6 +528,7 @@ class ReceiverAdvisor:
         size = max(int(file_size_bytes), 1)
         state: dict[str, Any]
         if model == "paper":
+            self._paper_asked = True
             self._check_paper(inputs.host)
             rate, loss, t = self._paper(inputs, size, delay)
             state = {"ready": inputs.key() in self._paper_ready, "refined": True}

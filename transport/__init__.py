@@ -54,7 +54,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .curve import TransferCurve
     from .errors import NoCompletingRateError, TransportParameterError
-    from .models import DEFAULT_RECEIVER_MODEL, RECEIVER_MODELS, ReceiverModelName
+    from .models import (
+        DEFAULT_ADVICE_MODEL,
+        DEFAULT_RECEIVER_MODEL,
+        RECEIVER_MODELS,
+        ReceiverModelName,
+    )
     from .pipeline import NicService, PipelineResult, workload_bottleneck_rate
     from .rate_search import (
         MAX_CURVE_POINTS,
@@ -90,6 +95,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "DEFAULT_ADVICE_MODEL",
     "DEFAULT_HEADER_BYTES",
     "DEFAULT_PACKET_PAYLOAD_BYTES",
     "DEFAULT_RECEIVER_MODEL",
@@ -135,6 +141,7 @@ _LAZY: dict[str, str] = {
     "TransferCurve": "curve",
     "NoCompletingRateError": "errors",
     "TransportParameterError": "errors",
+    "DEFAULT_ADVICE_MODEL": "models",
     "DEFAULT_RECEIVER_MODEL": "models",
     "RECEIVER_MODELS": "models",
     "ReceiverModelName": "models",

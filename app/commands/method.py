@@ -104,8 +104,8 @@ _METHOD_OPTIONS: list[Callable[[Any], Any]] = [
         help="NIC service-time model (exponential is the paper's).",
     ),
     model_option(
-        "Receiver model: the paper's, or the time-slice model (with the profile's "
-        "calibrated slice and costs).",
+        "Receiver model: the paper's, or the time-slice model that `send --rate auto` "
+        "uses (with the profile's calibrated slice and costs).",
     ),
     server_option,
     timeout_option,

@@ -175,7 +175,7 @@ def advised_rate(
     propagation_delay_s: float,
     timeout_s: float,
     *,
-    model: str = "paper",
+    model: str = "timeslice",
     profile: str | None = None,
 ) -> tuple[float, dict[str, Any]]:
     """The effective bottleneck rate (bit/s) a blastrate service advises now, and where
@@ -433,8 +433,8 @@ def provisional_note(auto: dict[str, Any]) -> str:
     "--service the service's default].",
 )
 @model_option(
-    "For --rate auto: the paper's model, or the time-slice model (from the receiver, or "
-    "from --service).",
+    "For --rate auto: the time-slice model, or the paper's (from the receiver, or from --service).",
+    advice=True,
 )
 @click.option(
     "--propagation-delay",

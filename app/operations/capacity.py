@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import transport
 from app.schemas.inputs import MAX_BYTES, MAX_DELAY_S
 from app.schemas.problems import FieldProblem, ProblemError
 from app.schemas.units import (
@@ -88,6 +89,13 @@ def parse_inputs(
             values = axis_values(name, spec, str, max_values=max_points)
             if name == "profile":
                 _built_in_profiles_only(values)
+            # A name that no point can take is bad input, not a sweep of failed records.
+            allowed = _CHOICES.get(name, ())
+            for value in values:
+                if allowed and value not in allowed:
+                    raise PlanningError(
+                        name, f"must be one of {', '.join(allowed)}, got {value[:40]!r}"
+                    )
         else:
             values = axis_values(
                 name,
@@ -130,6 +138,13 @@ def _built_in_profiles_only(values: list[Any]) -> None:
             f"plots take built-in profiles only ({', '.join(sorted(HOST_PROFILES))}); "
             "give a stored profile's values as overrides (`blastrate profiles show NAME`)",
         )
+
+
+#: Inputs that take one of a few names, and those names.
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "model": transport.RECEIVER_MODELS,
+    "nic_service": ("exponential", "phase-type"),
+}
 
 
 def check_point_limits(

@@ -134,11 +134,10 @@ class ProblemTypeModel(ResponseModel):
 NicService = Literal["exponential", "phase-type"]
 ReceiverModel = ReceiverModelName
 _MODEL_DOC = (
-    "The receiver's model: `paper` (the default, also for `blastrate send --rate auto`: "
-    "processor sharing with the C tasks and the stationary loss of the NIC queue, the "
-    "paper's method) or `timeslice` (the scheduler's slices and finite blasts; "
-    "docs/conventions.md §5).  The default is the cheapest model that the pooled "
-    "validation does not find resolvably worse (docs/validation.md).  With `timeslice`, "
+    "The receiver's model: `paper` (the default: processor sharing with the C tasks and "
+    "the stationary loss of the NIC queue, the paper's method) or `timeslice` (the "
+    "scheduler's slices and finite blasts, what `blastrate send --rate auto` uses, chosen "
+    "by the validation: docs/validation.md; docs/conventions.md §5).  With `timeslice`, "
     "`loss_probability` is the first blast's, "
     "`interrupt_service_rate_per_s` the receiver's wake-up rate while it holds the CPU "
     "(the C tasks are its vacations), and the calibrated slice, kernel and wake-up costs "

@@ -157,25 +157,48 @@ def test_the_committed_runs_score_as_the_audit_found() -> None:
 V3_RUNS = [ROOT / "docs" / "results" / f"validate_transfer_v3_run{i}.json" for i in range(1, 5)]
 
 
-@pytest.mark.skipif(not all(p.exists() for p in V3_RUNS), reason="the committed runs")
+SEND_AUTO = ROOT / "docs" / "results" / "send_auto.json"
+
+
+@pytest.mark.skipif(not all(p.exists() for p in [*V3_RUNS, SEND_AUTO]), reason="the committed runs")
 def test_the_committed_runs_choose_the_shipped_default() -> None:
     # Issue #39 §2: the default is the simplest and cheapest model that no other is
-    # resolvably better than.  On the committed runs of the version-3 data mover the
-    # time-slice model's time over the paper's was 0.989 [0.970, 1.007] over runs, so the
-    # rule picks `paper`; the product ships what the rule picks (transport.models).
+    # resolvably better than.  On the committed validation runs of the version-3 data
+    # mover the time-slice model's time over the paper's was 0.989 [0.970, 1.007] over
+    # runs: alone, the rule picks `paper`.  On the product's path (send_auto.py, both
+    # models in the same blocks) the paper's time over the time-slice model's was 1.192
+    # [1.155, 1.231] out of the box and 1.075 [1.041, 1.111] calibrated: resolvably worse,
+    # so the rule picks `timeslice`, which `send --rate auto` ships (transport.models).
     import json
 
-    from transport import DEFAULT_RECEIVER_MODEL
+    from transport import DEFAULT_ADVICE_MODEL
 
     runs = [json.loads(p.read_text()) for p in V3_RUNS]
     names = [p.stem for p in V3_RUNS]
-    result = pool_module.pool(pool_module.score(runs, names), names)
-    assert result["chosen_model"] == DEFAULT_RECEIVER_MODEL
-    assert result["default"] == DEFAULT_RECEIVER_MODEL
-    timeslice_over_paper = result["models_pairwise"]["timeslice"]["paper"]
+    scored = pool_module.score(runs, names)
+    alone = pool_module.pool(scored, names)
+    assert alone["chosen_model"] == "paper"
+    timeslice_over_paper = alone["models_pairwise"]["timeslice"]["paper"]
     assert timeslice_over_paper["geometric_mean"] == pytest.approx(0.989, abs=6e-4)
     low, high = timeslice_over_paper["runs_95"]
     assert low < 1.0 < high
+    send_auto = json.loads(SEND_AUTO.read_text())
+    both = pool_module.pool(scored, names, send_auto=send_auto)
+    assert both["product_path_worse"] == {"paper": ["timeslice"]}
+    assert both["chosen_model"] == both["default"] == DEFAULT_ADVICE_MODEL
+
+
+def test_the_product_path_comparison_reads_both_directions() -> None:
+    def run(default: str, ci: list[float]) -> dict[str, Any]:
+        row = {"gmean": 1.0, "ci95": ci}
+        other = "paper" if default == "timeslice" else "timeslice"
+        return {"default_model": default, "tables": {"h": {f"auto / auto-{other}": row}}}
+
+    worse = pool_module.product_path_worse
+    assert worse(run("paper", [1.04, 1.11])) == {"paper": ["timeslice"]}
+    assert worse(run("timeslice", [1.04, 1.11])) == {"timeslice": ["paper"]}
+    assert worse(run("timeslice", [0.90, 0.97])) == {"paper": ["timeslice"]}
+    assert worse(run("paper", [0.97, 1.02])) == {}
 
 
 def test_the_rule_takes_the_cheapest_model_that_nothing_beats() -> None:

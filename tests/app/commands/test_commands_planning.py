@@ -154,8 +154,9 @@ def test_sweep_and_what_if_take_the_model_as_rate_does() -> None:
         what_if_command, [*args, "--model", "timeslice", "--max-buffer-packets", "128", "--json"]
     )
     assert w.exit_code == 0, w.output
-    assert json.loads(w.output)["baseline"]["effective_bottleneck_rate_bps"] == rec[
-        "effective_bottleneck_rate_bps"
-    ]
+    assert (
+        json.loads(w.output)["baseline"]["effective_bottleneck_rate_bps"]
+        == rec["effective_bottleneck_rate_bps"]
+    )
     bad = CliRunner().invoke(sweep, [*args, "--model", "magic"])
     assert bad.exit_code == 2 and bad.output.strip().startswith("blastrate: error: --model:")

@@ -83,14 +83,11 @@ class _Advice(BaseHTTPRequestHandler):
 @pytest.mark.parametrize(
     ("extra", "asked"),
     [
-        # The paper's model is send's default and the service's: not named (an older
-        # service refuses the parameter).
-        ([], {}),
-        # The time-slice model is named; a profile is passed on (both were refused before).
-        (
-            ["--model", "timeslice", "--profile", "lab"],
-            {"model": ["timeslice"], "profile": ["lab"]},
-        ),
+        # The time-slice model is send's default, and the service computes it too now.
+        ([], {"model": ["timeslice"]}),
+        # The paper's model is the service's default: not named (an older service
+        # refuses the parameter); a profile is passed on (both were refused before).
+        (["--model", "paper", "--profile", "lab"], {"profile": ["lab"]}),
     ],
 )
 def test_send_rate_auto_asks_the_receivers_service(
