@@ -11,8 +11,8 @@ used as the model, meets them in none of 30 pairs).  This script scores the runs
   the true best rate scores about 1, not below it as an in-sample best does).  A rule
   whose rate was not measured gets each pass's time interpolated linearly in rate
   between the neighbouring measured rates (clamped to the measured range).
-* **rules.**  Every model the run scored (the shipped default,
-  :data:`transport.DEFAULT_RECEIVER_MODEL`, is scored against the rest), the baselines
+* **rules.**  Every model the run scored (the model ``send --rate auto`` ships,
+  :data:`transport.DEFAULT_ADVICE_MODEL`, is scored against the rest), the baselines
   (line rate, three quarters and half of it, the share rule), the previous run's best
   rate for the same workload, and the **repeat-run oracle**: each other run's best rate,
   the noise ceiling (its ratios averaged on a log scale over the other runs).

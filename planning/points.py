@@ -181,7 +181,9 @@ def resolve_point(point: Mapping[str, Any]) -> dict[str, Any]:
         raise PlanningError(
             "nic_service", f"must be 'exponential' or 'phase-type', got {nic_service!r}"
         )
-    model = point.get("model") or transport.DEFAULT_RECEIVER_MODEL
+    model = point.get("model")
+    if model is None:
+        model = transport.DEFAULT_RECEIVER_MODEL
     if model not in transport.RECEIVER_MODELS:
         raise PlanningError(
             "model", f"must be one of {', '.join(transport.RECEIVER_MODELS)}, got {model!r}"
@@ -213,6 +215,7 @@ def _check_time_slice(profile: HostProfile, nic_service: str) -> None:
             f"K={k} with N={n} needs about {work:.3g} operations per rate in the time-slice "
             f"model, more than {transport.MAX_TIME_SLICE_WORK:g}; use a smaller "
             "buffer_packets or coalesce_packets, or model=paper",
+            limit="max_advice_work",
             maximum=transport.MAX_TIME_SLICE_WORK,
             reached=work,
         )
@@ -258,7 +261,7 @@ def solve_point(
     """
     if resolved.get("model", transport.DEFAULT_RECEIVER_MODEL) != "paper":
         raise PlanningError(
-            "model", "the plots draw the paper's model only (model=paper); a sweep takes both"
+            "model", "the plots draw the paper's model only (model=paper); sweeps take both"
         )
     workload, profile = point_objects(resolved)
     try:

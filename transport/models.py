@@ -5,7 +5,7 @@ Two models predict the effective bottleneck rate:
 * ``"paper"``: the paper's model.  The receiver is served at its processor-sharing
   share, and each blast is scored by the NIC queue's stationary loss
   (:func:`transport.workload_bottleneck_rate`).  Milliseconds at the paper's K = 64;
-  70-540 ms per answer at K = 1,736 on a busy receiver, since nothing of it is solved
+  70-543 ms per answer at K = 1,736 on a busy receiver, since nothing of it is solved
   ahead.
 * ``"timeslice"``: the scheduler's slices, the kernel's work per datagram and finite
   blasts (:func:`transport.time_slice_bottleneck_rate`).  0.2 to 2.5 s per workload,
@@ -22,7 +22,7 @@ measurements apply it (``docs/validation.md``):
   same shuffled blocks): the paper's over the time-slice model's 1.192 [1.155, 1.231] out
   of the box and 1.075 [1.041, 1.111] calibrated.  The paper's model is resolvably worse
   where it advises: it predicts almost no loss into the 2 MB buffer, where the first
-  blast lost 10-50 %, and it is solved while the sender waits.
+  blast lost up to 51 %, and it is solved while the sender waits.
 
 So a receiver advises with :data:`DEFAULT_ADVICE_MODEL`, the time-slice model.  The
 service, ``blastrate rate``/``curve`` and the planning answer with

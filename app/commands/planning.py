@@ -51,7 +51,7 @@ _INPUT_OPTIONS = {
     "file_size": "file size (e.g. 500MB)",
     "propagation_delay": "one-way delay (e.g. 100ms)",
     "nic_service": "exponential or phase-type",
-    "model": "receiver model: paper (default) or timeslice",
+    "model": "receiver model: paper (default) or timeslice (sweep only)",
 }
 
 

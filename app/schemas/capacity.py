@@ -44,8 +44,9 @@ _INPUTS: dict[str, tuple[str, bool]] = {
     "propagation_delay": ("One-way propagation delay (s, or `100ms`).", True),
     "nic_service": ("exponential (the paper's) or phase-type.", False),
     "model": (
-        "The receiver's model: paper (the default) or timeslice (the kernel's default slice; "
-        "exponential NIC service; K and N within max_time_slice_work). Plots draw paper only.",
+        "The receiver's model: paper (the default) or timeslice (sweeps only: the kernel's "
+        "default slice, exponential NIC service, K and N within max_advice_work). What-if "
+        "and the plots take paper only.",
         False,
     ),
 }

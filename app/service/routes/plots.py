@@ -108,6 +108,11 @@ async def _plot(
     specs = {**(defaults or {}), **given}
     # Unknown parameters are ignored, as GET /bottleneck-rate ignores them.
     specs = {k: v for k, v in specs.items() if k in INPUT_FIELDS}
+    if specs.get("model", "paper") != "paper":
+        raise planning_problem(
+            PlanningError("model", "the plots draw the paper's model only (model=paper)"),
+            "query.",
+        )
     key = f"{request.url.path}?{sorted(params.items())}&{sorted(specs.items())}"
     cache = _plot_cache(state)
     cached = cache.get(key)
