@@ -175,17 +175,18 @@ def test_the_committed_runs_choose_the_shipped_default() -> None:
 
     runs = [json.loads(p.read_text()) for p in V3_RUNS]
     names = [p.stem for p in V3_RUNS]
-    scored = pool_module.score(runs, names)
-    alone = pool_module.pool(scored, names)
-    assert alone["chosen_model"] == "paper"
-    timeslice_over_paper = alone["models_pairwise"]["timeslice"]["paper"]
+    send_auto = json.loads(SEND_AUTO.read_text())
+    both = pool_module.pool(pool_module.score(runs, names), names, send_auto=send_auto)
+    # The lab's runs alone: neither model resolvably worse, so the rule picks `paper`.
+    lab = both["resolvably_worse_than"]
+    assert pool_module.chosen_model(lab, ("paper", "timeslice")) == "paper"
+    timeslice_over_paper = both["models_pairwise"]["timeslice"]["paper"]
     assert timeslice_over_paper["geometric_mean"] == pytest.approx(0.989, abs=6e-4)
     low, high = timeslice_over_paper["runs_95"]
     assert low < 1.0 < high
-    send_auto = json.loads(SEND_AUTO.read_text())
-    both = pool_module.pool(scored, names, send_auto=send_auto)
+    # With the product's path: `paper` resolvably worse, so the rule picks the shipped one.
     assert both["product_path_worse"] == {"paper": ["timeslice"]}
-    assert both["chosen_model"] == both["default"] == DEFAULT_ADVICE_MODEL
+    assert both["chosen_model"] == DEFAULT_ADVICE_MODEL
 
 
 def test_the_product_path_comparison_reads_both_directions() -> None:
