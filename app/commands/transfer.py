@@ -54,6 +54,7 @@ from datamover import (
 )
 from datamover.deferred_advice import DeferredAdvisor, lower_priority
 from datamover.wire import DEFAULT_PAYLOAD_BYTES, MAX_ROUND
+from transport.models import DEFAULT_ADVICE_MODEL
 
 from .common import model_option, print_table
 
@@ -175,7 +176,7 @@ def advised_rate(
     propagation_delay_s: float,
     timeout_s: float,
     *,
-    model: str = "timeslice",
+    model: str = DEFAULT_ADVICE_MODEL,
     profile: str | None = None,
 ) -> tuple[float, dict[str, Any]]:
     """The effective bottleneck rate (bit/s) a blastrate service advises now, and where

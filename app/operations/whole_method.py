@@ -337,8 +337,6 @@ def _time_slice_answer(
         )
 
     result = scored()
-    curve = result.curve
-    best = int(np.argmin(np.abs(curve.rate_bps - result.rate_bps)))
     body: dict[str, Any] = {
         "effective_bottleneck_rate_bps": result.rate_bps,
         "transfer_time_s": result.transfer_time_s,
@@ -347,8 +345,8 @@ def _time_slice_answer(
         # The receiver's wake-up rate while it holds the CPU (stage 1 without the C
         # CPU-bound tasks, which the scheduler's slices stand for).
         "interrupt_service_rate_per_s": result.service_rate_per_s,
-        "limited_by": _limited_by(result.rate_bps, host.line_rate_bps),
-        "rounds": int(curve.rounds[best]),
+        "limited_by": result.limited_by,
+        "rounds": result.rounds,
         "inputs": dict(inputs),
     }
     if options.get("include_curve"):
