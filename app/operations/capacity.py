@@ -12,9 +12,10 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, get_args
 
 import transport
+from app.schemas.bodies import NicService
 from app.schemas.inputs import MAX_BYTES, MAX_DELAY_S
 from app.schemas.problems import FieldProblem, ProblemError
 from app.schemas.units import (
@@ -140,10 +141,10 @@ def _built_in_profiles_only(values: list[Any]) -> None:
         )
 
 
-#: Inputs that take one of a few names, and those names.
+#: Inputs that take one of a few names, and those names (as GET /bottleneck-rate takes them).
 _CHOICES: dict[str, tuple[str, ...]] = {
     "model": transport.RECEIVER_MODELS,
-    "nic_service": ("exponential", "phase-type"),
+    "nic_service": get_args(NicService),
 }
 
 
