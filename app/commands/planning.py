@@ -149,7 +149,10 @@ def _problem(response: httpx.Response) -> str:
         return response.text[:200]
     errors = body.get("errors") or []
     if errors:
-        return f"{errors[0]['field']}: {errors[0]['reason']}"
+        # Named as the option that sets it, as a local error is (body.inputs.model: --model).
+        field = str(errors[0]["field"])
+        leaf = field.rsplit(".", 1)[-1]
+        return f"{_OPTION_NAMES.get(leaf, OPTION_OF.get(leaf, field))}: {errors[0]['reason']}"
     return str(body.get("detail", body))
 
 

@@ -889,9 +889,13 @@ def receive(
     def listening() -> None:
         stale = f"; removed {rx.stale_removed} stale partial files" if rx.stale_removed else ""
         mode = "ANYONE may send (--insecure)" if insecure else "senders with the secret"
+        count = 1 if once else transfers
+        if count is None:
+            until = "until stopped (Ctrl-C)"
+        else:
+            until = "one transfer" if count == 1 else f"{count} transfers"
         click.echo(
-            f"blastrate: receiving into {output} on {host}:{port} from {mode}{stale}; "
-            f"{'one transfer' if once else 'until stopped (Ctrl-C)'}",
+            f"blastrate: receiving into {output} on {host}:{port} from {mode}{stale}; {until}",
             err=True,
         )
         threading.Thread(target=build_advice, name="blastrate-advisor", daemon=True).start()

@@ -154,3 +154,11 @@ def test_sweep_takes_the_model_as_rate_does_and_what_if_refuses_it() -> None:
     assert w.exit_code == 2 and w.output.strip().startswith("blastrate: error: --model:")
     bad = CliRunner().invoke(sweep, [*args, "--model", "magic"])
     assert bad.exit_code == 2 and bad.output.strip().startswith("blastrate: error: --model:")
+
+
+def test_a_servers_refusal_names_the_option_as_a_local_one_does(server_url: str) -> None:
+    # POST /what-if names body.inputs.model; the command says --model, as without --server.
+    args = ["--cpu-tasks", "2", "--io-tasks", "0", "--file-size", "20MB", "--delay", "10ms"]
+    r = CliRunner().invoke(what_if_command, [*args, "--model", "timeslice", "--server", server_url])
+    assert r.exit_code == 2
+    assert r.output.strip().startswith("blastrate: error: --model: what-if ranks upgrades")

@@ -251,6 +251,20 @@ def test_connecting_and_closing_does_not_end_a_once_receiver(
         rx.kill()
 
 
+@pytest.mark.parametrize(
+    ("args", "said"), [(["--transfers", "2"], "; 2 transfers"), (["--once"], "; one transfer")]
+)
+def test_the_receiver_says_how_many_transfers_it_serves(
+    out: Path, secret_file: Path, args: list[str], said: str
+) -> None:
+    # Before: with --transfers 2 it said "until stopped (Ctrl-C)", and exited after two.
+    rx = ReceiverProcess(out, "--secret-file", str(secret_file), *args)
+    try:
+        assert any(said in line for line in rx.stderr_seen)
+    finally:
+        rx.kill()
+
+
 def test_a_silent_peer_blocks_no_one(tmp_path: Path, receiver: ReceiverProcess) -> None:
     """Before: a connection that sent nothing held every other sender for 60 s.  Now
     each connection has its own thread: a sender is served while the silent one is
