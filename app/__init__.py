@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .version import __version__
-
 if TYPE_CHECKING:
     from .service.factory import create_app
     from .settings import Settings
+    from .version import __version__
 
 __all__ = ["Settings", "__version__", "create_app"]
 
@@ -23,6 +22,11 @@ def __getattr__(name: str) -> Any:
         from .service.factory import create_app
 
         return create_app
+    if name == "__version__":
+        # The package metadata is read on first use: a command does not pay for it.
+        from .version import __version__
+
+        return __version__
     if name == "Settings":
         from .settings import Settings
 

@@ -12,6 +12,8 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .defaults import DEFAULT_MAX_STATES
+
 __all__ = ["Settings"]
 
 
@@ -52,7 +54,9 @@ class Settings(BaseSettings):
     )
     # -- SRN models ----------------------------------------------------------------------
     max_states: int = Field(
-        default=200_000, ge=1, description="Tangible markings a posted SRN may reach (states)."
+        default=DEFAULT_MAX_STATES,
+        ge=1,
+        description="Tangible markings a posted SRN may reach (states).",
     )
     max_edges: int = Field(
         default=5_000_000, ge=1, description="CTMC transitions a posted SRN may generate (edges)."

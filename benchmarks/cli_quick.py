@@ -1,20 +1,24 @@
 """How quickly ``blastrate rate``, ``curve``, ``sweep`` and ``what-if`` answer on the
 paper's model, against ``python -c "import numpy"`` measured in the same run.
 
-    .venv/bin/python benchmarks/cli_quick.py [--runs 7]
+    .venv/bin/python benchmarks/cli_quick.py [--runs 7] [--json FILE]
 
-Each case runs as ``sys.executable -m app.commands ...`` from the repository root (so the
-checkout's own packages are imported, not an installed copy).  The cases are interleaved
-(one run of each, then the next round), so a change of load touches them all alike; the
-median wall time of each and its ratio to the NumPy import are printed, with the 1-minute
-load average before and after.  Bounded: ``--runs`` rounds (at most 25), each command
-killed after 60 s.  The goal of issue #37 is a ratio under 3 for each command.
+Each case runs the installed ``blastrate`` command beside this interpreter (what users
+type; ``python -m app.commands`` where there is none) from the repository root.  The
+cases are interleaved in rounds, in a new random order each round, so that a change of
+load or clock touches them all alike.  Each command's time is divided by the NumPy
+import's in the same round; the median of those ratios, the median wall time and its
+range are printed, with the 1-minute load average before and after, and written to
+``--json``.  Bounded: ``--runs`` rounds (at most 25), each command killed after 60 s.
+The goal of issue #37 is a ratio under 3 for each command.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -23,7 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = ["-C", "2", "-I", "1", "--file-size", "500MB", "--delay", "100ms"]
-CLI = [sys.executable, "-m", "app.commands"]
+_INSTALLED = Path(sys.executable).with_name("blastrate")
+CLI = [str(_INSTALLED)] if _INSTALLED.exists() else [sys.executable, "-m", "app.commands"]
 CASES: dict[str, list[str]] = {
     'python -c "import numpy"': [sys.executable, "-c", "import numpy"],
     "blastrate --version": [*CLI, "--version"],
@@ -65,24 +70,59 @@ def _wall(argv: list[str], timeout: float = TIMEOUT_S) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7, help="rounds (default 7, at most 25)")
+    ap.add_argument("--json", type=Path, help="write the figures here as JSON")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the order within rounds")
     args = ap.parse_args()
     runs = max(1, min(args.runs, MAX_RUNS))
-    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    load_start = os.getloadavg()
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in load_start)}")
     for argv in CASES.values():
         # Warm: page cache, .pyc files, Numba's on-disk cache (compiled on a first run).
         _wall(argv, WARM_TIMEOUT_S)
+    rng = random.Random(args.seed)
+    baseline = 'python -c "import numpy"'
     times: dict[str, list[float]] = {name: [] for name in CASES}
     for _ in range(runs):
-        for name, argv in CASES.items():
-            times[name].append(_wall(argv))
-    base = statistics.median(times['python -c "import numpy"'])
+        order = list(CASES)
+        rng.shuffle(order)
+        for name in order:
+            times[name].append(_wall(CASES[name]))
+    rows = []
     for name, walls in times.items():
-        median = statistics.median(walls)
-        print(
-            f"{name:28s} median {median:6.3f} s  (min {min(walls):.3f}, max {max(walls):.3f})"
-            f"  x{median / base:.2f} of import numpy"
+        ratios = [w / b for w, b in zip(walls, times[baseline], strict=True)]
+        rows.append(
+            {
+                "command": name,
+                "median_s": statistics.median(walls),
+                "min_s": min(walls),
+                "max_s": max(walls),
+                "ratio_to_numpy_median": statistics.median(ratios),
+                "ratio_to_numpy_max": max(ratios),
+            }
         )
-    print(f"load average at end:   {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(
+            f"{name:28s} median {rows[-1]['median_s']:6.3f} s  (min {min(walls):.3f}, "
+            f"max {max(walls):.3f})  x{rows[-1]['ratio_to_numpy_median']:.2f} of import "
+            f"numpy (per round; max x{rows[-1]['ratio_to_numpy_max']:.2f})"
+        )
+    load_end = os.getloadavg()
+    print(f"load average at end:   {' '.join(f'{x:.2f}' for x in load_end)}")
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "command": "benchmarks/cli_quick.py " + " ".join(sys.argv[1:]),
+                    "when_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+                    "runs": runs,
+                    "load_average_start": load_start,
+                    "load_average_end": load_end,
+                    "cli": CLI,
+                    "results": rows,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

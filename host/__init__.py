@@ -9,6 +9,8 @@ Fig. 1b, SPEC sections 1 and 2)::
     r = interrupt_service_time(Workload(cpu_tasks=2, io_tasks=1), "sx280-2007")
     r.rate_per_s, r.quantiles_s, r.phase_type()
 
+    interrupt_service_rate(Workload(cpu_tasks=2, io_tasks=1), "sx280-2007")  # the rate alone
+
 The conventions (units, processor-sharing shares) are in ``docs/conventions.md``.
 """
 
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
     from .errors import WorkloadError
     from .nets import end_system_nets, end_system_state_count
     from .profiles import DEFAULT_PROFILE, HOST_PROFILES, HostProfile, host_profile
+    from .service_rate import interrupt_service_rate
     from .service_time import EndSystemOccupancy, InterruptServiceTime, interrupt_service_time
     from .store import ProfileStore, ProfileStoreError, StoredProfile
     from .workload import MAX_CORES, MAX_DISKS, MAX_TASKS, Workload
@@ -39,6 +42,7 @@ __all__ = [
     "end_system_nets",
     "end_system_state_count",
     "host_profile",
+    "interrupt_service_rate",
     "interrupt_service_time",
 ]
 
@@ -54,6 +58,7 @@ _LAZY: dict[str, str] = {
     "HOST_PROFILES": "profiles",
     "HostProfile": "profiles",
     "host_profile": "profiles",
+    "interrupt_service_rate": "service_rate",
     "EndSystemOccupancy": "service_time",
     "InterruptServiceTime": "service_time",
     "interrupt_service_time": "service_time",

@@ -18,16 +18,15 @@ from __future__ import annotations
 import io
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from matplotlib import rc_context
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.text import Text
 
 import transport
 from host import InterruptServiceTime
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 from .errors import PlanningError
 
@@ -62,6 +61,11 @@ _FIELDS = {
 
 
 def _figure(width: float = 7.0, height: float = 4.2) -> Figure:
+    # Matplotlib (half a second to import) is loaded by the first figure, not by the
+    # import of this module: the service imports it at start to route the plots.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
@@ -75,6 +79,8 @@ _TEXT_SCALE = 1.3
 def _readable(fig: Figure) -> Figure:
     """Enlarge every text of ``fig`` by :data:`_TEXT_SCALE` (titles, labels, ticks,
     legends, notes): before, the page's plots had text too small to read."""
+    from matplotlib.text import Text
+
     for text in fig.findobj(Text):
         text.set_fontsize(float(text.get_fontsize()) * _TEXT_SCALE)
     return fig
@@ -104,6 +110,8 @@ def render(fig: Figure, fmt: Literal["svg", "png"] = "svg") -> bytes:
     """
     if fmt not in PLOT_FORMATS:
         raise PlanningError("format", f"must be one of {', '.join(PLOT_FORMATS)}, got {fmt!r}")
+    from matplotlib import rc_context
+
     buffer = io.BytesIO()
     metadata: dict[str, Any] = {"Date": None} if fmt == "svg" else {"Software": None}
     with _LOCK, rc_context({"svg.fonttype": "none", "svg.hashsalt": "blastrate"}):

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 import queues
 import transport
-from host import HostProfile, Workload, WorkloadError, interrupt_service_time
+from host import HostProfile, Workload, WorkloadError, interrupt_service_rate
 
 from .errors import PlanningError
 from .points import RESULT_FIELDS, evaluate_point, input_name, point_objects
@@ -106,7 +106,7 @@ def evaluate_variants(
             workload, host = point_objects(point)
             key = (workload, host.mu_io_cpu, host.mu_disk, host.mu_net)
             if key not in rates:
-                rates[key] = interrupt_service_time(workload, host).rate_per_s
+                rates[key] = interrupt_service_rate(workload, host)
         except (WorkloadError, ValueError) as exc:
             out[i] = _failed(point, exc)
             continue

@@ -23,6 +23,7 @@ Rules: the paper's fixed batch N (default), or the general ``[a, b]`` rule
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._fixed import NUMPY_MAX_LEVELS, compiled_kernels_preferred, forced_kernels
     from .bulk import BulkQueueSolution, bulk_service_queue, loss_probability
     from .errors import QueueParameterError
     from .modulated import (
@@ -35,12 +36,15 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "NUMPY_MAX_LEVELS",
     "BulkQueueSolution",
     "ModulatedQueue",
     "QueueParameterError",
     "blast_loss",
     "blast_loss_terms",
     "bulk_service_queue",
+    "compiled_kernels_preferred",
+    "forced_kernels",
     "lag_environment",
     "loss_probability",
     "modulated_loss",
@@ -55,6 +59,9 @@ _LAZY: dict[str, str] = {
     "BulkQueueSolution": "bulk",
     "bulk_service_queue": "bulk",
     "loss_probability": "bulk",
+    "NUMPY_MAX_LEVELS": "_fixed",
+    "compiled_kernels_preferred": "_fixed",
+    "forced_kernels": "_fixed",
     "QueueParameterError": "errors",
     "ModulatedQueue": "modulated",
     "blast_loss": "modulated",

@@ -1,11 +1,12 @@
 """Compiled form of the fixed-batch recursion of :mod:`queues._fixed` (linear domain).
 
 The recursion runs down the K levels one at a time, so in NumPy it costs a handful of
-small array operations per level whatever the number of rates; for the NIC sizes of
-the transfer-time search (K = 64, a few hundred rates) that overhead is most of the
-time. Numba runs the same arithmetic, in the same order, as one loop nest.
-:func:`linear_loss` is the loss-only form the transfer-time search calls: it keeps one
-block of levels and the running total instead of the whole table.
+small array operations per level whatever the number of rates; for deep buffers
+(K in the thousands) that overhead is most of the time. Numba runs the same arithmetic,
+in the same order, as one loop nest.  :func:`linear_loss` is the loss-only form the
+transfer-time search calls: it keeps one block of levels and the running total instead
+of the whole table, and rescales instead of leaving deep buffers to the log domain.
+:func:`queues._fixed.linear_loss_numpy` is its NumPy twin (the same doubles).
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 from numpy.typing import NDArray
+
+# Numba freezes these globals into the cached machine code and does not notice a change in
+# another file: after editing them in queues._fixed_numpy, clear this module's Numba cache.
+from ._fixed_numpy import MAX_SCALED_RATIO, SCALE_BITS
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -78,7 +83,7 @@ def linear_recursion(ratio: NDArray[np.float64], K: int, N: int) -> NDArray[np.f
 
 @njit(cache=True, nogil=True)
 def linear_loss(
-    arrival_rate: NDArray[np.float64], service_rate: float, K: int, N: int, limit: float
+    arrival_rate: NDArray[np.float64], service_rate: float, K: int, N: int
 ) -> NDArray[np.float64]:
     """``pi(K)`` alone, per rate, by the recursion of :func:`linear_recursion`.
 
@@ -89,29 +94,29 @@ def linear_loss(
     The rates stay the inner loop, as in :func:`linear_recursion`, so the arithmetic
     vectorises across them.
 
-    Rates whose values would leave ``exp(+-limit)`` of ``pi(K)`` (the a-priori bound of
-    :func:`queues._fixed.fixed_batch_distribution`) are not computed: their entry is NaN,
-    for the caller's log-domain recursion.
+    Deep buffers take the same pass: a rate whose total passes ``2**SCALE_BITS`` has all
+    its values multiplied by ``2**-SCALE_BITS`` (exact: a power of two) and the count
+    kept; values that fall below the smallest double count for less than its share of a
+    total of at least 1.  Only rates with ``mu / lam >= MAX_SCALED_RATIO`` are not
+    computed: their entry is NaN, for the caller's log-domain recursion.
     """
     R = arrival_rate.shape[0]
-    log_mu = np.log(service_rate)
-    log_n = np.log(N)
-    log_levels = np.log(K + 1)
     ratio = np.empty(R)
     linear = np.empty(R, dtype=np.bool_)
     for r in range(R):
-        log_ratio = log_mu - np.log(arrival_rate[r])
-        grow = K * max(log_ratio + log_n, 0.0) + log_levels
-        shrink = (K + 1) * max(-log_ratio, 0.0)
-        linear[r] = grow < limit and shrink < limit
-        # Outside the linear domain the ratio is replaced by 1 so that the loop below
-        # stays branch-free across rates; those entries are overwritten with NaN.
-        ratio[r] = service_rate / arrival_rate[r] if linear[r] else 1.0
+        value = service_rate / arrival_rate[r]
+        linear[r] = value < MAX_SCALED_RATIO
+        # Outside, the ratio is replaced by 1 so that the loop below stays branch-free
+        # across rates; those entries are overwritten with NaN.
+        ratio[r] = value if linear[r] else 1.0
     last_served = K - N
     block = np.empty((N, R))  # block[t] holds pi(K - d) for the current block's d
     suffix = np.zeros((N, R))  # zero until the first block is complete
     running = np.ones(R)
     total = np.ones(R)  # pi(K) = 1 is the first term
+    scaled = np.zeros(R, dtype=np.int64)  # how many times each rate was rescaled
+    top = 2.0**SCALE_BITS
+    down = 2.0**-SCALE_BITS
     for r in range(R):
         block[0, r] = 1.0
     for d in range(1, K + 1):
@@ -130,7 +135,25 @@ def linear_loss(
                 value = ratio[r] * (running[r] + suffix[t, r])
                 block[t, r] = value
                 total[r] += value
+        large = False
+        for r in range(R):
+            large |= total[r] > top
+        if large:
+            for r in range(R):
+                if total[r] > top:
+                    for j in range(N):
+                        block[j, r] *= down
+                        suffix[j, r] *= down
+                    running[r] *= down
+                    total[r] *= down
+                    scaled[r] += 1
     out = np.empty(R)
     for r in range(R):
-        out[r] = 1.0 / total[r] if linear[r] else np.nan
+        if not linear[r]:
+            out[r] = np.nan
+            continue
+        loss = 1.0 / total[r]
+        for _ in range(scaled[r]):
+            loss *= down
+        out[r] = loss
     return out

@@ -7,7 +7,6 @@ import numbers
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from .errors import QueueParameterError
@@ -87,7 +86,10 @@ def phase_type(value: Any) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     raw_alpha, raw_T = value
     try:
         alpha = np.asarray(raw_alpha, dtype=np.float64)
-        T = np.asarray(raw_T.toarray() if sp.issparse(raw_T) else raw_T, dtype=np.float64)
+        # A SciPy sparse matrix has toarray(); testing for it by name keeps SciPy's
+        # import (a tenth of a second) off the exponential queue's path.
+        dense = raw_T.toarray() if callable(getattr(raw_T, "toarray", None)) else raw_T
+        T = np.asarray(dense, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise QueueParameterError(name, f"alpha and T must be numeric arrays ({exc})") from exc
     if alpha.ndim != 1 or alpha.size == 0:

@@ -23,7 +23,6 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _validation as check
 from ._fixed import fixed_batch_distribution, fixed_batch_loss
-from ._general import general_bulk_queue
 from .errors import QueueParameterError
 
 __all__ = ["BulkQueueSolution", "bulk_service_queue", "loss_probability"]
@@ -223,6 +222,8 @@ def bulk_service_queue(
     else:
         if phase_type is None:
             alpha, T = np.ones(1), np.array([[-mu]])
+        from ._general import general_bulk_queue  # SciPy's sparse solvers: loaded here
+
         result = general_bulk_queue(lam, K, a, b, alpha, T)
         dist, busy = result.distribution, result.busy
         interrupt_rate, mean_batch = result.interrupt_rate, result.mean_batch

@@ -4,8 +4,8 @@
 :func:`queues.loss_probability` (the fixed-batch M/M[N]/1/K queue with exponential
 service), callable from other Numba functions: the transfer-time search of
 :mod:`transport` runs it inside its own compiled loop rather than through Python.  It
-computes the rates whose unnormalised values stay within ``exp(+-LINEAR_DOMAIN_LIMIT)``
-of ``pi(K) = 1`` and returns NaN for the others; :func:`queues.loss_probability`
+rescales deep buffers by powers of two and computes every rate but those with
+``mu / lam >= MAX_SCALED_RATIO``, for which it returns NaN; :func:`queues.loss_probability`
 completes those in the log domain, and a caller of the kernel must do the same (or call
 it).
 
@@ -16,7 +16,7 @@ callers (``__pycache__/*.nbi``, ``*.nbc``) or edit their files too.
 
 from __future__ import annotations
 
-from ._fixed import LINEAR_DOMAIN_LIMIT
 from ._fixed_kernel import linear_loss as fixed_batch_loss_kernel
+from ._fixed_numpy import MAX_SCALED_RATIO
 
-__all__ = ["LINEAR_DOMAIN_LIMIT", "fixed_batch_loss_kernel"]
+__all__ = ["MAX_SCALED_RATIO", "fixed_batch_loss_kernel"]

@@ -54,13 +54,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .curve import TransferCurve
     from .errors import NoCompletingRateError, TransportParameterError
+    from .kernel_warmup import load_kernels
     from .models import (
         DEFAULT_ADVICE_MODEL,
         DEFAULT_RECEIVER_MODEL,
         RECEIVER_MODELS,
         ReceiverModelName,
     )
-    from .pipeline import NicService, PipelineResult, workload_bottleneck_rate
+    from .paper_rate import PaperRate, paper_bottleneck_rate
+    from .pipeline import PipelineResult, workload_bottleneck_rate
     from .rate_search import (
         MAX_CURVE_POINTS,
         BottleneckRate,
@@ -108,6 +110,7 @@ __all__ = [
     "LossFunction",
     "NicService",
     "NoCompletingRateError",
+    "PaperRate",
     "PipelineResult",
     "ReceiverModelName",
     "TimeSliceCosts",
@@ -120,6 +123,8 @@ __all__ = [
     "TransportParameterError",
     "bulk_queue_bottleneck_rate",
     "effective_bottleneck_rate",
+    "load_kernels",
+    "paper_bottleneck_rate",
     "scheduled_competitors",
     "time_slice_bottleneck_rate",
     "time_slice_costs",
@@ -145,7 +150,10 @@ _LAZY: dict[str, str] = {
     "DEFAULT_RECEIVER_MODEL": "models",
     "RECEIVER_MODELS": "models",
     "ReceiverModelName": "models",
-    "NicService": "pipeline",
+    "load_kernels": "kernel_warmup",
+    "PaperRate": "paper_rate",
+    "paper_bottleneck_rate": "paper_rate",
+    "NicService": "models",
     "PipelineResult": "pipeline",
     "workload_bottleneck_rate": "pipeline",
     "BottleneckRate": "rate_search",

@@ -14,7 +14,8 @@ bounds are the same expressions as there.
 
 One module on purpose: Numba's on-disk cache of a compiled function is not invalidated
 when a function it calls changes in *another* file, so the formula and its callers live
-together.
+together.  :mod:`transport._kernels_numpy` holds the same steps in NumPy, for processes
+that have not loaded Numba.
 """
 
 from __future__ import annotations
@@ -25,25 +26,11 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from queues.compiled import LINEAR_DOMAIN_LIMIT, fixed_batch_loss_kernel
+from queues.compiled import fixed_batch_loss_kernel
 
-# N_resend is a ratio of two logarithms, each rounded; when it is mathematically an
-# integer k the computed value can land a few ulps above k, and a bare ceil would then add
-# a whole extra resend round.  Values within this relative distance above an integer count
-# as that integer.  (1e-12 is ~5000 ulps: far above rounding noise, far below any real
-# change in the loss.)
-CEIL_RELATIVE_SLACK = 1e-12
-
-#: First blast, resend, feedback and total (s), N_resend, rounds, and ``completes``.
-TermArrays = tuple[
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.bool_],
-]
+# Numba freezes these globals into the cached machine code and does not notice a change
+# in another file: after editing _kernels_common, clear this module's Numba cache.
+from ._kernels_common import CEIL_RELATIVE_SLACK, SearchArrays, TermArrays
 
 
 @njit(cache=True, nogil=True)
@@ -94,20 +81,6 @@ def time_terms(
         feedback[i] = (resends + 1.0) * (bitmap_bytes / byte_rate + delay_s)
         total[i] = first_blast[i] + resend[i] + feedback[i]
     return first_blast, resend, feedback, total, n_resend, rounds, completes
-
-
-#: The search's sorted arrays -- rates (bit/s), T (s), losses, rounds, the bounds of the
-#: cells the points start (s), where each point was evaluated -- and T's terms at the
-#: points just evaluated.
-SearchArrays = tuple[
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.float64],
-    NDArray[np.intp],
-    TermArrays,
-]
 
 
 @njit(cache=True, nogil=True)
@@ -319,15 +292,13 @@ def exponential_search(
     The same steps as the Python loop there, in the same order, with the loss of
     :func:`queues.loss_probability` at ``lam = rate / bits_per_packet`` (its compiled
     linear-domain recursion), so the answer is the same to the last bit.  Returns a
-    status -- 0 found, 1 a rate left the linear domain (the caller runs the general
+    status -- 0 found, 1 a rate the kernel leaves to the log domain (the caller runs the general
     search, which completes such rates in the log domain), 2 no scanned rate completes --
     the scan's losses, totals and ``completes`` (for the curve), and the answer:
     ``[rate, T, loss, N_resend, rounds, first blast, resend, feedback, evaluations]``.
     """
     summary = np.full(9, np.nan)
-    scan_loss = fixed_batch_loss_kernel(
-        scan / bits_per_packet, service_rate, capacity, batch, LINEAR_DOMAIN_LIMIT
-    )
+    scan_loss = fixed_batch_loss_kernel(scan / bits_per_packet, service_rate, capacity, batch)
     if np.isnan(scan_loss).any():
         return 1, scan_loss, scan_loss, np.zeros(0, dtype=np.bool_), summary
     rates, totals, losses, rounds, low, origin, terms = scan_cells(
@@ -344,7 +315,7 @@ def exponential_search(
             alive = _lowest_bounds(alive, low, max_split_cells)
         new_rates = split_points(rates, alive, split_at)
         new_loss = fixed_batch_loss_kernel(
-            new_rates / bits_per_packet, service_rate, capacity, batch, LINEAR_DOMAIN_LIMIT
+            new_rates / bits_per_packet, service_rate, capacity, batch
         )
         if np.isnan(new_loss).any():
             return 1, scan_loss, terms[3], terms[6], summary

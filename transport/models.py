@@ -37,8 +37,13 @@ __all__ = [
     "DEFAULT_ADVICE_MODEL",
     "DEFAULT_RECEIVER_MODEL",
     "RECEIVER_MODELS",
+    "NicService",
     "ReceiverModelName",
 ]
+
+#: How the paper's NIC queue models the interrupt service time: ``"exponential"`` with
+#: rate ``mu = 1 / E[S]`` (the paper's), or ``"phase-type"`` with stage 1's ``(alpha, T)``.
+NicService = Literal["exponential", "phase-type"]
 
 #: A receiver model's name.
 ReceiverModelName = Literal["paper", "timeslice"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -34,6 +34,7 @@ from host import HostProfile, InterruptServiceTime, Workload, interrupt_service_
 
 from . import _validation as check
 from .errors import TransportParameterError
+from .models import NicService
 from .rate_search import (
     MAX_CURVE_POINTS,
     BottleneckRate,
@@ -42,10 +43,6 @@ from .rate_search import (
 )
 
 __all__ = ["NicService", "PipelineResult", "workload_bottleneck_rate"]
-
-#: How the NIC queue models the interrupt service time: ``"exponential"`` with rate
-#: ``mu = 1 / E[S]`` (the paper's), or ``"phase-type"`` with stage 1's ``(alpha, T)``.
-NicService = Literal["exponential", "phase-type"]
 
 _NIC_SERVICES: tuple[str, ...] = get_args(NicService)
 

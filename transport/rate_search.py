@@ -42,21 +42,16 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 import queues
+from queues import compiled_kernels_preferred
 
 from . import _validation as check
-from ._kernels import (
-    cells_worth_splitting,
-    exponential_search,
-    refine_cells,
-    scan_cells,
-    split_points,
-)
 from .curve import TransferCurve
 from .errors import NoCompletingRateError, TransportParameterError
 from .rbudp import (
@@ -179,6 +174,17 @@ class BottleneckRate:
         }
 
 
+def _steps(levels: int = 0) -> ModuleType:
+    """The search's steps: the compiled ones (:mod:`transport._kernels`) where
+    :func:`queues.compiled_kernels_preferred` says so for a buffer of ``levels``, their
+    NumPy twins (:mod:`transport._kernels_numpy`, the same doubles) otherwise."""
+    if compiled_kernels_preferred(levels):
+        from . import _kernels as steps
+    else:
+        from . import _kernels_numpy as steps  # type: ignore[no-redef]
+    return steps
+
+
 def _scan_grid(line_rate: float, n_curve: int) -> tuple[NDArray[np.float64], NDArray[np.intp]]:
     """The coarse scan's rates (ascending, read-only) and where the curve's rates are in it.
 
@@ -204,7 +210,10 @@ def _build_scan_grid(
     # at the line rate ((line_rate * k) / n could round one ulp above it).
     coarse = line_rate * (np.arange(1, _COARSE_POINTS + 1) / _COARSE_POINTS)
     curve_rates = line_rate * (np.arange(1, n_curve + 1) / n_curve)
-    scan = np.union1d(coarse, curve_rates)
+    # np.union1d, without the import of numpy.ma that np.unique makes (10 ms of a
+    # one-shot command): the sorted values, each once.
+    merged = np.sort(np.concatenate([coarse, curve_rates]))
+    scan = merged[np.concatenate([[True], merged[1:] != merged[:-1]])]
     scan = scan[scan > 0.0]  # a line rate near the smallest double can underflow k/n
     at = np.searchsorted(scan, curve_rates)
     scan.flags.writeable = False
@@ -253,6 +262,7 @@ def _call_loss(loss: LossFunction, rates: NDArray[np.float64]) -> NDArray[np.flo
 
 
 def _cells_to_split(
+    steps: ModuleType,
     rates: NDArray[np.float64],
     totals: NDArray[np.float64],
     rounds: NDArray[np.float64],
@@ -268,7 +278,7 @@ def _cells_to_split(
     # A cell can beat its two ends only through a jump of ceil(N_resend) inside it (the
     # lower side of a jump dips below both scanned ends: the sawtooth's teeth), or
     # through a smooth dip, which the samples show as a local minimum at one of its ends.
-    alive = cells_worth_splitting(rates, totals, rounds, low, resolution)
+    alive = steps.cells_worth_splitting(rates, totals, rounds, low, resolution)
     if alive.size > _MAX_SPLIT_CELLS:
         # Lowest bounds first; ties by rate so that the choice is deterministic.
         keep = np.lexsort((alive, low[alive]))[:_MAX_SPLIT_CELLS]
@@ -405,9 +415,10 @@ def effective_bottleneck_rate(
     #    none), and where it was evaluated -- an index into the concatenated results of
     #    the passes (-1 for rate 0), so that the terms at the optimum are read back
     #    rather than recomputed.
+    steps = _steps()
     scan, at = _scan_grid(line_rate, n_curve)
     scan_loss = _call_loss(loss, scan)
-    rates, totals, losses, rounds, low, origin, raw_terms = scan_cells(
+    rates, totals, losses, rounds, low, origin, raw_terms = steps.scan_cells(
         scan, scan_loss, total_bytes, float(payload), delay
     )
     scan_terms = TransferTerms(*raw_terms)
@@ -424,15 +435,15 @@ def effective_bottleneck_rate(
     passes = [scan_terms]
     evaluations = scan.size
     for _ in range(_MAX_PASSES):
-        alive = _cells_to_split(rates, totals, rounds, low, resolution)
+        alive = _cells_to_split(steps, rates, totals, rounds, low, resolution)
         if alive.size == 0:
             break
-        new_rates = split_points(rates, alive, _SPLIT_AT)
+        new_rates = steps.split_points(rates, alive, _SPLIT_AT)
         new_loss = _call_loss(loss, new_rates)
         # T at the new points, the bounds of the _SPLIT sub-cells of each split cell,
         # and the merge that keeps the arrays sorted (every new rate lies inside its own
         # cell), in one compiled step.
-        rates, totals, losses, rounds, low, origin, raw_terms = refine_cells(
+        rates, totals, losses, rounds, low, origin, raw_terms = steps.refine_cells(
             rates,
             totals,
             losses,
@@ -493,10 +504,12 @@ def bulk_queue_bottleneck_rate(
     ``queues.loss_probability(B / (8 * S_pkt), service_rate, capacity, batch)``, found
     in one compiled call: the scan, every pass of the branch-and-bound and the queue's
     loss recursion run in one loop instead of a Python round trip per pass (half the
-    time of the general search on the paper's workloads, ``benchmarks/pipeline.py``).  Rates whose
-    queue recursion leaves the linear domain (very deep buffers at very low or very high
-    load), unusual argument types and searches of more than a few MB run the general
-    search, which gives the same answer.
+    time of the general search on the paper's workloads, ``benchmarks/pipeline.py``).  A rate the
+    queue's kernel leaves to the log domain (``mu / lam >= 2**80``), unusual argument
+    types and searches of more than a few MB run the general search, which gives the
+    same answer.  In a process that has not loaded Numba, buffers of up to
+    :data:`queues.NUMPY_MAX_LEVELS` run the general search with the NumPy steps: the
+    same doubles, without loading the compiled kernels.
 
     Parameters
     ----------
@@ -560,7 +573,9 @@ header_bytes, curve_points
         and 0.0 < service_rate < math.inf
         and bits_per_packet > 0.0
     )
-    if not plain:
+    if not plain or not compiled_kernels_preferred(capacity):
+        # In a process without Numba, the general search with the NumPy loss is the
+        # same answer without loading the compiled kernels.
         return general()
     line_rate, delay, payload, n_curve, total_bytes, resolution = _search_arguments(
         line_rate_bps,
@@ -573,6 +588,8 @@ header_bytes, curve_points
     scan, at = _scan_grid(line_rate, n_curve)
     if scan.size * (capacity + 1) > _COMPILED_MAX_CELLS:
         return general()
+    from ._kernels import exponential_search
+
     status, scan_loss, scan_total, scan_completes, best = exponential_search(
         scan,
         bits_per_packet,

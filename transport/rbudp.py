@@ -35,9 +35,10 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from queues import compiled_kernels_preferred
+
 from . import _validation as check
 from ._json import json_array
-from ._kernels import time_terms
 from .errors import TransportParameterError
 
 __all__ = [
@@ -134,9 +135,14 @@ def transfer_time_terms(
             f"and {losses.shape}"
         )
     # One compiled loop (transport._kernels) with the arithmetic of the module
-    # docstring.
+    # docstring, or its NumPy twin in a process that has not loaded Numba (the same
+    # doubles; queues.compiled_kernels_preferred).
+    if compiled_kernels_preferred(0):
+        from . import _kernels as steps
+    else:
+        from . import _kernels_numpy as steps  # type: ignore[no-redef]
     return TransferTerms(
-        *time_terms(rate, losses, float(total_bytes), float(payload_bytes), float(delay_s))
+        *steps.time_terms(rate, losses, float(total_bytes), float(payload_bytes), float(delay_s))
     )
 
 

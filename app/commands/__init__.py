@@ -24,8 +24,9 @@ Conventions every command follows (the helpers live in :mod:`app.commands.common
 - ``--server URL`` asks a running service instead of computing here
   (:func:`~app.commands.remote.request`).
 - Anything that may take more than a second runs through
-  :func:`~app.commands.local.run_local`: a child process with a rich spinner, that Ctrl-C
-  and ``--timeout`` stop at once; a chain's size is capped by ``--max-states``.
+  :func:`~app.commands.local.run_local`: a child process that Ctrl-C and ``--timeout``
+  stop at once, with a rich spinner past half a second or from its first progress report;
+  a chain's size is capped by ``--max-states``.
 - Failures raise :class:`~app.commands.common.CliError` (message ``<field>: <reason>``,
   naming the option, and for a limit how to raise it); the group prints it as one line
   ``blastrate: error: ...`` on stderr.  Exit status:
@@ -77,8 +78,6 @@ _STARTING = threading.current_thread() is threading.main_thread()
 _PREVIOUS_SIGINT = signal.signal(signal.SIGINT, _interrupted_while_starting) if _STARTING else None
 
 import click  # noqa: E402
-
-from app.version import __version__  # noqa: E402
 
 from .common import (  # noqa: E402
     EXIT_INTERNAL,
@@ -286,6 +285,17 @@ class BlastrateGroup(click.Group):
         return status
 
 
+def _print_version(context: click.Context, _: click.Parameter, value: bool) -> None:
+    """``--version``: the installed version, read only when asked (the package metadata
+    costs a command some 30 ms to load)."""
+    if not value or context.resilient_parsing:
+        return
+    from app.version import __version__
+
+    click.echo(f"blastrate {__version__}")
+    context.exit()
+
+
 @click.group(
     cls=BlastrateGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -293,8 +303,14 @@ class BlastrateGroup(click.Group):
     "or a limit you can raise), 4 server unreachable, 5 server error, 1 internal error, "
     "130 interrupted, 141 stdout closed.",
 )
-@click.version_option(
-    __version__, "-V", "--version", prog_name="blastrate", message="%(prog)s %(version)s"
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
 )
 def main() -> None:
     """Effective bottleneck rate of a data transfer into a busy host."""

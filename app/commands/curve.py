@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 from typing import Any
 
 import click
@@ -19,9 +20,8 @@ from .common import (
     write_output,
 )
 from .method import bottleneck, method_options
-from .planning import curve_plot_option, write_curve_plot
 
-__all__ = ["CURVE_FORMATS", "curve"]
+__all__ = ["CURVE_FORMATS", "curve", "curve_plot_option", "write_curve_plot"]
 
 #: The formats ``curve`` writes; the first is the default on stdout.
 CURVE_FORMATS = ("table", "csv", "json")
@@ -67,6 +67,54 @@ def _table(body: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         f"{seconds_text(body['transfer_time_s'])}"
     )
     return "\n".join(lines)
+
+
+#: The ``--plot`` option of ``blastrate curve`` (add it to that command's decorators).
+curve_plot_option = click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also draw T(B_send) with the optimum marked (.svg or .png).",
+)
+
+
+def write_curve_plot(body: dict[str, Any], path: str) -> None:
+    """Draw a ``/bottleneck-rate`` answer with its ``curve`` to ``path`` (.svg or .png).
+
+    Parameters
+    ----------
+    body : dict
+        The answer of ``POST /bottleneck-rate`` with ``include_curve`` (or the local
+        equivalent): ``effective_bottleneck_rate_bps`` (bit/s), ``transfer_time_s`` (s),
+        ``inputs.host.line_rate_bps`` and ``curve`` (``send_rate_bps``, ``total_s``).
+    path : str
+        Output file; its suffix chooses the format.
+
+    Raises
+    ------
+    click.BadParameter
+        When the suffix is neither ``.svg`` nor ``.png`` (Click exits with status 2).
+    """
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt not in ("svg", "png"):
+        raise click.BadParameter(
+            f"the file must end in .svg or .png, got {path!r}", param_hint="--plot"
+        )
+    curve = body["curve"]
+    pairs = [
+        (r, t)
+        for r, t in zip(curve["send_rate_bps"], curve["total_s"], strict=True)
+        if t is not None
+    ]
+    from planning.plots import curve_figure, render
+
+    fig = curve_figure(
+        [r for r, _ in pairs],
+        [t for _, t in pairs],
+        optimum=(body["effective_bottleneck_rate_bps"], body["transfer_time_s"]),
+        line_rate_bps=float(body["inputs"]["host"]["line_rate_bps"]),
+    )
+    Path(path).write_bytes(render(fig, fmt))  # type: ignore[arg-type]
 
 
 @click.command(short_help="The transfer-time curve T(B_send) as a table, CSV or JSON.")

@@ -4,7 +4,8 @@ A solve spends most of its time inside NumPy/SciPy calls, where Python does not 
 signals, so Ctrl-C on an in-process solve waited for the call to return (once 82 s).  Here
 the work runs in a forked child process; the parent only waits on a pipe, so Ctrl-C, the
 ``--timeout`` limit and a dead child are noticed within a tenth of a second, and the child
-is killed (SIGKILL) so that no CPU keeps burning.  While it waits the parent shows a rich
+is killed (SIGKILL) so that no CPU keeps burning.  From the child's first progress
+report, or once it has worked for :data:`SPINNER_AFTER_S`, the parent shows a rich
 spinner with the elapsed time on stderr, when stderr is a terminal.
 """
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_LOCAL_TIMEOUT_S",
+    "SPINNER_AFTER_S",
     "Reporter",
     "library_errors",
     "profile_database_error",
@@ -40,6 +42,9 @@ DEFAULT_LOCAL_TIMEOUT_S = 600.0
 
 #: How often the parent looks at the pipe, the clock and the child (s).
 _POLL_S = 0.1
+
+#: How long a local computation runs before the spinner appears (s).
+SPINNER_AFTER_S = 0.5
 
 #: What a job calls to report its progress: a dict such as ``{"stage": "solving",
 #: "states": 1200, "edges": 5000}`` (the keys of :func:`app.operations.srn_solve.solve_srn`'s hook).
@@ -162,6 +167,8 @@ def _child_main(
 
     try:
         reply: tuple[str, Any] = ("ok", job(payload, report))
+    except CliError as exc:  # the job's own one-line refusal, as the parent would say it
+        reply = ("cli", (exc.message, exc.status))
     except MemoryError:
         reply = (
             "problem",
@@ -183,6 +190,47 @@ def _child_main(
         conn.close()
 
 
+def _wait(
+    receiver: multiprocessing.connection.Connection,
+    child: Any,
+    started: float,
+    timeout: float,
+    label: str,
+    show: Callable[[str], Any] | None,
+    within: float | None,
+) -> tuple[str, Any] | None:
+    """The child's reply, passing its progress reports to ``show`` (or, without one,
+    returning the first report); None if ``within`` seconds (from ``started``) pass
+    first.
+
+    Raises
+    ------
+    CliError
+        Past ``timeout`` seconds from ``started``, naming ``--timeout``.
+    """
+    while True:
+        elapsed = time.monotonic() - started
+        left = timeout - elapsed
+        if left <= 0:
+            raise CliError(
+                f"--timeout: {label} took more than {timeout:g} s; raise it with --timeout",
+                EXIT_MODEL,
+            )
+        if within is not None and elapsed >= within:
+            return None
+        wait = min(_POLL_S, left) if within is None else min(_POLL_S, left, within - elapsed)
+        if receiver.poll(wait):
+            try:
+                message = receiver.recv()
+            except EOFError:
+                child.join(timeout=1)
+                message = ("died", child.exitcode)
+            if message[0] == "progress" and show is not None:
+                show(progress_text(label, message[1]))
+            else:
+                return message
+
+
 def run_local(
     job: Callable[[Any, Reporter], Any],
     payload: Any,
@@ -190,6 +238,7 @@ def run_local(
     timeout: float,
     label: str,
     aliases: Mapping[str, str] | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> Any:
     """Run ``job(payload)`` in a child process and return its answer.
 
@@ -208,6 +257,9 @@ def run_local(
         What the spinner says.
     aliases : dict, optional
         Library parameter name -> option field name, for errors.
+    meanwhile : callable, optional
+        Run here while the child works (checks that need not delay the answer); what it
+        raises is raised, after the child is killed, ahead of the child's answer.
 
     Returns
     -------
@@ -239,32 +291,28 @@ def run_local(
     sender.close()
     reply: tuple[str, Any] | None = None
     try:
-        with progress(label) as show:
-            while reply is None:
-                left = timeout - (time.monotonic() - started)
-                if left <= 0:
-                    raise CliError(
-                        f"--timeout: {label} took more than {timeout:g} s; raise it with --timeout",
-                        EXIT_MODEL,
-                    )
-                if receiver.poll(min(_POLL_S, left)):
-                    try:
-                        message = receiver.recv()
-                    except EOFError:
-                        child.join(timeout=1)
-                        message = ("died", child.exitcode)
-                    if message[0] == "progress":
-                        show(progress_text(label, message[1]))
-                    else:
-                        reply = message
+        if meanwhile is not None:
+            meanwhile()
+        # Most answers come before a spinner would be seen: it (and rich, a few tens
+        # of ms to import) starts at the child's first progress report, or when it is
+        # still at work after SPINNER_AFTER_S.
+        reply = _wait(receiver, child, started, timeout, label, None, SPINNER_AFTER_S)
+        if reply is None or reply[0] == "progress":
+            text = label if reply is None else progress_text(label, reply[1])
+            with progress(text) as show:
+                reply = _wait(receiver, child, started, timeout, label, show, None)
     finally:
         if child.is_alive():
             child.kill()
         child.join(timeout=5)
         receiver.close()
+    if reply is None:  # pragma: no cover - _wait returns a reply or raises without a limit
+        raise CliError(f"{label}: internal error: no answer", EXIT_INTERNAL)
     kind, value = reply
     if kind == "ok":
         return value
+    if kind == "cli":
+        raise CliError(*value)
     if kind == "problem":
         raise error_from_problem(value, local=True)
     if kind == "died":

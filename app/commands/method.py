@@ -170,9 +170,41 @@ def _within_limits(
 
 
 def _compute(payload: dict[str, Any], report: Reporter) -> dict[str, Any]:
-    from app.operations.whole_method import compute_bottleneck
+    """The child's work: resolve the inputs, check the chain and work limits, compute."""
+    from app.operations.whole_method import (
+        compute_bottleneck,
+        resolve_inputs,
+        state_count,
+        time_slice_work,
+    )
 
-    return compute_bottleneck(payload["inputs"], payload["options"])
+    with library_errors():
+        inputs = resolve_inputs(
+            payload["workload"],
+            payload["host"],
+            payload["transfer"],
+            payload["nic_service"],
+            payload["model"],
+        ).to_dict()
+        states = state_count(inputs)
+    work = time_slice_work(inputs)  # 0 for the paper's model
+    if work > 0 and work > _max_advice_work():
+        raise CliError(
+            f"--buffer-packets: K={inputs['host']['buffer_packets']} with "
+            f"N={inputs['host']['coalesce_packets']} needs about {work:.3g} operations per "
+            f"rate in the time-slice model, more than max_advice_work={_max_advice_work():g}; "
+            "use a smaller --buffer-packets or --coalesce-packets, or --model paper",
+            EXIT_MODEL,
+        )
+    max_states = payload["max_states"] or _max_states_setting()
+    if states > max_states:
+        raise CliError(
+            f"--max-states: the workload's chain has {states} states, more than "
+            f"--max-states={max_states} (the count grows like io_tasks^disks / (disks!)^2); "
+            "raise it with --max-states",
+            EXIT_MODEL,
+        )
+    return compute_bottleneck(inputs, payload["options"])
 
 
 def _max_advice_work() -> float:
@@ -180,6 +212,25 @@ def _max_advice_work() -> float:
     from transport import MAX_TIME_SLICE_WORK
 
     return float(MAX_TIME_SLICE_WORK)
+
+
+def _max_states_setting() -> int:
+    """``BLASTRATE_MAX_STATES`` through :class:`app.settings.Settings` (its one parser)
+    when it is set, else its default, without loading pydantic-settings."""
+    from app.defaults import DEFAULT_MAX_STATES, setting_given
+
+    if not setting_given("max_states"):
+        return DEFAULT_MAX_STATES
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+
+    try:
+        return Settings().max_states
+    except ValidationError as exc:  # any bad BLASTRATE_* variable: one line, named
+        first = exc.errors()[0]
+        name = f"BLASTRATE_{str(first['loc'][-1]).upper()}" if first["loc"] else "BLASTRATE_*"
+        raise CliError(f"{name}: {first['msg']}", EXIT_USAGE) from None
 
 
 def bottleneck(args: MethodArgs, options: dict[str, Any], label: str) -> dict[str, Any]:
@@ -198,8 +249,6 @@ def bottleneck(args: MethodArgs, options: dict[str, Any], label: str) -> dict[st
     refuse_remote_max_states(args["max_states"], args["server"])
     with library_errors():
         workload, host, transfer = _inputs(args)
-    if not args["server"]:
-        _within_limits(workload, host, transfer)
     if args["server"]:
         body = {
             "workload": workload,
@@ -214,35 +263,23 @@ def bottleneck(args: MethodArgs, options: dict[str, Any], label: str) -> dict[st
         timeout = args["timeout"] or DEFAULT_SERVER_TIMEOUT_S
         return request(args["server"], "POST", "/bottleneck-rate", timeout, json=body)
 
-    from app.operations.whole_method import resolve_inputs, state_count, time_slice_work
-    from app.settings import Settings
-
-    with library_errors():
-        inputs = resolve_inputs(
-            workload, host, transfer, args["nic_service"], args["model"]
-        ).to_dict()
-        states = state_count(inputs)
-    work = time_slice_work(inputs)  # 0 for the paper's model
-    if work > 0 and work > _max_advice_work():
-        raise CliError(
-            f"--buffer-packets: K={inputs['host']['buffer_packets']} with "
-            f"N={inputs['host']['coalesce_packets']} needs about {work:.3g} operations per "
-            f"rate in the time-slice model, more than max_advice_work={_max_advice_work():g}; "
-            "use a smaller --buffer-packets or --coalesce-packets, or --model paper",
-            EXIT_MODEL,
-        )
-    max_states = args["max_states"] or Settings().max_states
-    if states > max_states:
-        raise CliError(
-            f"--max-states: the workload's chain has {states} states, more than "
-            f"--max-states={max_states} (the count grows like io_tasks^disks / (disks!)^2); "
-            "raise it with --max-states",
-            EXIT_MODEL,
-        )
+    # The child starts at once and resolves, checks and computes; the service's bounds
+    # (pydantic, a tenth of a second to load) are checked here meanwhile, on the
+    # other core, and win over whatever the child answers.
+    payload = {
+        "workload": workload,
+        "host": host,
+        "transfer": transfer,
+        "nic_service": args["nic_service"],
+        "model": args["model"],
+        "max_states": args["max_states"],
+        "options": options,
+    }
     answer: dict[str, Any] = run_local(
         _compute,
-        {"inputs": inputs, "options": options},
+        payload,
         timeout=args["timeout"] or DEFAULT_LOCAL_TIMEOUT_S,
         label=label,
+        meanwhile=lambda: _within_limits(workload, host, transfer),
     )
     return answer

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 # Matplotlib (planning.plots, 0.7 s) is imported only to draw a --plot, and httpx only to
 # ask a --server: the commands answer without either.
 
-__all__ = ["curve_plot_option", "sweep", "what_if_command", "write_curve_plot"]
+__all__ = ["sweep", "what_if_command"]
 
 # Option name -> input name, in the order of GET /bottleneck-rate.
 _INPUT_OPTIONS = {
@@ -451,51 +451,3 @@ def _what_if(
     print_table(table, console)
     for k, note in enumerate(notes, 1):
         console.print(f"{'*' * k} {note}", markup=False)
-
-
-#: The ``--plot`` option of ``blastrate curve`` (add it to that command's decorators).
-curve_plot_option = click.option(
-    "--plot",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also draw T(B_send) with the optimum marked (.svg or .png).",
-)
-
-
-def write_curve_plot(body: dict[str, Any], path: str) -> None:
-    """Draw a ``/bottleneck-rate`` answer with its ``curve`` to ``path`` (.svg or .png).
-
-    Parameters
-    ----------
-    body : dict
-        The answer of ``POST /bottleneck-rate`` with ``include_curve`` (or the local
-        equivalent): ``effective_bottleneck_rate_bps`` (bit/s), ``transfer_time_s`` (s),
-        ``inputs.host.line_rate_bps`` and ``curve`` (``send_rate_bps``, ``total_s``).
-    path : str
-        Output file; its suffix chooses the format.
-
-    Raises
-    ------
-    click.BadParameter
-        When the suffix is neither ``.svg`` nor ``.png`` (Click exits with status 2).
-    """
-    fmt = Path(path).suffix.lower().lstrip(".")
-    if fmt not in ("svg", "png"):
-        raise click.BadParameter(
-            f"the file must end in .svg or .png, got {path!r}", param_hint="--plot"
-        )
-    curve = body["curve"]
-    pairs = [
-        (r, t)
-        for r, t in zip(curve["send_rate_bps"], curve["total_s"], strict=True)
-        if t is not None
-    ]
-    from planning.plots import curve_figure, render
-
-    fig = curve_figure(
-        [r for r, _ in pairs],
-        [t for _, t in pairs],
-        optimum=(body["effective_bottleneck_rate_bps"], body["transfer_time_s"]),
-        line_rate_bps=float(body["inputs"]["host"]["line_rate_bps"]),
-    )
-    Path(path).write_bytes(render(fig, fmt))  # type: ignore[arg-type]

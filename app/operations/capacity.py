@@ -15,8 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, get_args
 
 import transport
-from app.schemas.bodies import NicService
-from app.schemas.inputs import MAX_BYTES, MAX_DELAY_S
+from app.schemas.limits import MAX_BYTES, MAX_DELAY_S
 from app.schemas.problems import FieldProblem, ProblemError
 from app.schemas.units import (
     QuantityError,
@@ -144,7 +143,7 @@ def _built_in_profiles_only(values: list[Any]) -> None:
 #: Inputs that take one of a few names, and those names (as GET /bottleneck-rate takes them).
 _CHOICES: dict[str, tuple[str, ...]] = {
     "model": transport.RECEIVER_MODELS,
-    "nic_service": get_args(NicService),
+    "nic_service": get_args(transport.NicService),
 }
 
 

@@ -295,28 +295,34 @@ def _paper_answer(
     workload: Workload, host: HostProfile, inputs: Mapping[str, Any], options: Mapping[str, Any]
 ) -> dict[str, Any]:
     transfer = inputs["transfer"]
-    result = transport.workload_bottleneck_rate(
-        workload,
-        host,
-        file_size_bytes=transfer["file_size_bytes"],
-        propagation_delay_s=transfer["propagation_delay_s"],
-        nic_service=inputs["nic_service"],
-        curve_points=int(options.get("curve_points", 200)),
-    )
-    best = result.bottleneck
+    arguments: dict[str, Any] = {
+        "file_size_bytes": transfer["file_size_bytes"],
+        "propagation_delay_s": transfer["propagation_delay_s"],
+        "curve_points": int(options.get("curve_points", 200)),
+    }
+    service = None
+    if inputs["nic_service"] == "exponential" and not options.get("include_service_time"):
+        # Only mu is needed: the same numbers without the distribution (nor, in a
+        # one-shot CLI process, the SRN engine and the compiled kernels).
+        mu, best = transport.paper_bottleneck_rate(workload, host, **arguments)
+    else:
+        result = transport.workload_bottleneck_rate(
+            workload, host, nic_service=inputs["nic_service"], **arguments
+        )
+        service, mu, best = result.service, result.service.rate_per_s, result.bottleneck
     body: dict[str, Any] = {
         "effective_bottleneck_rate_bps": best.rate_bps,
         "transfer_time_s": best.transfer_time_s,
         "loss_probability": best.loss,
-        "interrupt_service_rate_per_s": result.service.rate_per_s,
+        "interrupt_service_rate_per_s": mu,
         "limited_by": best.limited_by,
         "rounds": best.rounds,
         "inputs": dict(inputs),
     }
     if options.get("include_curve"):
         body["curve"] = best.curve.to_dict()
-    if options.get("include_service_time"):
-        body["service_time"] = _service_time_summary(result.service, options)
+    if service is not None and options.get("include_service_time"):
+        body["service_time"] = _service_time_summary(service, options)
     return body
 
 

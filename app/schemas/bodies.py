@@ -49,7 +49,7 @@ __all__ = [
     "query_parameters",
 ]
 
-from transport.models import DEFAULT_RECEIVER_MODEL, ReceiverModelName
+from transport.models import DEFAULT_RECEIVER_MODEL, NicService, ReceiverModelName
 
 from .inputs import (
     _PROFILE_DOC,
@@ -131,7 +131,6 @@ class ProblemTypeModel(ResponseModel):
 # -- workloads, hosts, transfers ----------------------------------------------------------
 
 
-NicService = Literal["exponential", "phase-type"]
 ReceiverModel = ReceiverModelName
 _MODEL_DOC = (
     "The receiver's model: `paper` (the default: processor sharing with the C tasks and "

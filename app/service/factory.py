@@ -297,8 +297,11 @@ def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
 
 async def _warm_up(state: ServiceState, warm: Callable[[], int]) -> None:
     try:
-        await anyio.to_thread.run_sync(state.pool.start)
-        state.compiled_nets = await anyio.to_thread.run_sync(warm)
+        # The pool's processes start (mostly a wait on their spawn) while this process
+        # warms up: readiness waits for both, not for one after the other.
+        async with anyio.create_task_group() as group:
+            group.start_soon(anyio.to_thread.run_sync, state.pool.start)
+            state.compiled_nets = await anyio.to_thread.run_sync(warm)
         # What exists now (modules, compiled kernels and nets, the app) lives as long as
         # the process.  Left to the cyclic collector, its ~250,000 objects made every
         # full collection a 110 ms pause of all threads, the event loop's included (the

@@ -338,7 +338,10 @@ def test_distribution_is_built_on_first_access() -> None:
     r = interrupt_service_time(Workload(2, 3, disks=2), SX280)
     assert "absorption" not in vars(r) and "quantiles_s" not in vars(r)
     assert set(r.quantiles_s) == {0.5, 0.9, 0.99}
-    assert r.absorption is r.absorption and r.absorption.mean == r.mean_s
+    assert r.absorption is r.absorption
+    # E[S] is the direct elimination's (host._direct_chain); the phase-type pair's own
+    # mean is another computation of it, equal to rounding.
+    assert r.absorption.mean == pytest.approx(r.mean_s, rel=1e-12)
     assert r.times_s[-1] > r.quantiles_s[0.99] > r.quantiles_s[0.5] > 0
 
 

@@ -11,6 +11,7 @@ every field of the answer, and every point of the curve, must be equal to the la
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -19,12 +20,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import queues
+from queues._fixed import forced_kernels
 from transport import (
     BottleneckRate,
     TransportParameterError,
     bulk_queue_bottleneck_rate,
     effective_bottleneck_rate,
 )
+
+
+@pytest.fixture(autouse=True)
+def compiled() -> Iterator[None]:
+    """The compiled kernels, whether or not this process has loaded Numba yet (else a
+    fresh worker would compare the NumPy search with itself)."""
+    with forced_kernels(compiled=True):
+        yield
 
 
 def general(mu: float, K: int, N: int, **transfer: Any) -> BottleneckRate:
@@ -116,17 +126,28 @@ def test_the_paper_setting_runs_compiled(monkeypatch: pytest.MonkeyPatch) -> Non
     assert calls == [] and best.loss_evaluations > 256
 
 
-def test_rates_outside_the_linear_domain_take_the_general_search(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # A deep buffer at low load: the queue's recursion needs the log domain there, which
-    # only the general search (through queues.loss_probability) completes.
+def test_a_deep_buffer_at_low_load_stays_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its unscaled values would overflow (the log domain, before the kernel rescaled).
     transfer = {"line_rate_bps": 1e9, "file_size_bytes": 50_000_000, "propagation_delay_s": 0.01}
     calls = counted_loss(monkeypatch)
     a = bulk_queue_bottleneck_rate(80_000.0, 4_000, 4, **transfer)
-    assert calls
+    assert calls == []
     monkeypatch.undo()
     assert_same(a, general(80_000.0, 4_000, 4, **transfer))
+
+
+def test_rates_the_kernel_leaves_to_the_log_domain_take_the_general_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # mu / lam >= 2**80 (queues._fixed.MAX_SCALED_RATIO): a link of a microbit per
+    # second into a host of 1e15 interrupts/s; only the general search (through
+    # queues.loss_probability) completes those rates.
+    transfer = {"line_rate_bps": 1e-6, "file_size_bytes": 1_000, "propagation_delay_s": 0.01}
+    calls = counted_loss(monkeypatch)
+    a = bulk_queue_bottleneck_rate(1e15, 64, 6, **transfer)
+    assert calls
+    monkeypatch.undo()
+    assert_same(a, general(1e15, 64, 6, **transfer))
 
 
 def test_bad_queue_parameters_get_the_queues_errors() -> None:

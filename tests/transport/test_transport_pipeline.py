@@ -408,3 +408,58 @@ def test_queue_at_rate_is_solved_on_first_access() -> None:
     q = r.queue_at_rate
     assert r.queue_at_rate is q
     assert q.loss_probability[0] == pytest.approx(r.bottleneck.loss, rel=1e-12)
+
+
+# -- the paper's answer alone (transport.paper_bottleneck_rate) ---------------------------
+
+
+@pytest.mark.parametrize(
+    "w",
+    [
+        Workload(1, 0),
+        Workload(2, 1),
+        Workload(4, 3),
+        Workload(3, 7, cores=2, disks=3),
+        Workload(2, 40, cores=4, disks=2),  # beyond the direct elimination: the engine's
+    ],
+)
+@pytest.mark.parametrize(("size", "delay"), [(SIZE, DELAY), (30_000_000, 0.01)])
+def test_the_paper_answer_alone_is_the_pipelines_bit_for_bit(
+    w: Workload, size: int, delay: float
+) -> None:
+    """Reference: workload_bottleneck_rate with the exponential NIC (the whole
+    distribution and the queue object): mu and every field of the answer, to the bit."""
+    whole = workload_bottleneck_rate(w, PROFILE, file_size_bytes=size, propagation_delay_s=delay)
+    mu, best = transport.paper_bottleneck_rate(
+        w, PROFILE, file_size_bytes=size, propagation_delay_s=delay
+    )
+    assert mu == whole.service.rate_per_s
+    assert best.to_dict() == whole.bottleneck.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "parameter"),
+    [
+        ({"file_size_bytes": 0, "propagation_delay_s": DELAY}, "file_size_bytes"),
+        ({"file_size_bytes": SIZE, "propagation_delay_s": -1.0}, "propagation_delay_s"),
+        (
+            {"file_size_bytes": SIZE, "propagation_delay_s": DELAY, "curve_points": 1},
+            "curve_points",
+        ),
+    ],
+)
+def test_the_paper_answer_alone_names_bad_arguments_as_the_pipeline(
+    kwargs: dict[str, float], parameter: str
+) -> None:
+    for function in (workload_bottleneck_rate, transport.paper_bottleneck_rate):
+        with pytest.raises(TransportParameterError) as caught:
+            function(Workload(2, 1), PROFILE, **kwargs)  # type: ignore[operator]
+        assert caught.value.parameter == parameter
+
+
+def test_the_paper_answer_alone_refuses_an_unknown_profile_by_field() -> None:
+    with pytest.raises(WorkloadError) as caught:
+        transport.paper_bottleneck_rate(
+            Workload(2, 1), "no-such-host", file_size_bytes=SIZE, propagation_delay_s=DELAY
+        )
+    assert caught.value.field == "profile"

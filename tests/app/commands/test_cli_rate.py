@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
-from cli_support import RATE, invoke
+from cli_support import RATE, blastrate, invoke
 from fastapi.testclient import TestClient
 
 import transport
@@ -304,3 +305,53 @@ def test_one_set_of_transfer_limits_on_every_command(command: str, option: str, 
     assert r.exit_code == 2, (r.exit_code, r.stderr)
     assert r.stderr.startswith("blastrate: error:") and r.stderr.count("\n") == 1, r.stderr
     assert ("delay" if option == "--delay" else "file") in r.stderr.split(":")[2], r.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-C", "2", "-I", "1"],
+        ["-C", "3", "-I", "7", "--disks", "3", "--cores", "2"],
+        ["-C", "1", "-I", "0", "--buffer-packets", "200", "--coalesce-packets", "7"],
+    ],
+)
+def test_a_one_shot_command_answers_as_the_service_to_the_bit(argv: list[str]) -> None:
+    """Issue #37: ``blastrate rate`` in a fresh process runs the NumPy twins of the
+    compiled kernels (it does not load Numba); the service runs the compiled ones.
+    Reference: the service's computation with the compiled kernels forced."""
+    from app.operations.whole_method import compute_bottleneck
+    from queues import forced_kernels
+
+    transfer = ["--file-size", "30MB", "--delay", "10ms", "--profile", "sx280-2007"]
+    done = subprocess.run(
+        [*blastrate(), "rate", *argv, *transfer, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    local = json.loads(done.stdout)
+    with forced_kernels(compiled=True):
+        served = compute_bottleneck(local["inputs"], {"curve_points": 200})
+    assert local == json.loads(json.dumps(served))
+
+
+@pytest.mark.parametrize(
+    ("value", "status", "message"),
+    [
+        ("2", EXIT_MODEL, "--max-states: the workload's chain has 3 states, more than"),
+        ("abc", EXIT_USAGE, "BLASTRATE_MAX_STATES: Input should be a valid integer"),
+        ("0", EXIT_USAGE, "BLASTRATE_MAX_STATES: Input should be greater than or equal to 1"),
+    ],
+)
+@pytest.mark.parametrize("name", ["BLASTRATE_MAX_STATES", "blastrate_max_states"])
+def test_the_chain_limit_is_read_from_the_environment_as_the_service_reads_it(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, status: int, message: str
+) -> None:
+    """Settings (the one parser of BLASTRATE_* variables, case-insensitive) is built only
+    when the variable is set; a bad value is one line naming it, exit 2 (it was an
+    internal error with a pydantic traceback)."""
+    monkeypatch.setenv(name, value)
+    r = invoke("rate", *RATE)
+    assert r.exit_code == status, r.stderr
+    assert r.stderr.startswith(f"blastrate: error: {message}") and r.stderr.count("\n") == 1

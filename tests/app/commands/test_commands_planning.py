@@ -13,7 +13,8 @@ import defusedxml.ElementTree as SafeET
 import pytest
 from click.testing import CliRunner
 
-from app.commands.planning import sweep, what_if_command, write_curve_plot
+from app.commands.curve import write_curve_plot
+from app.commands.planning import sweep, what_if_command
 from app.operations.whole_method import compute_bottleneck, resolve_inputs
 from planning import evaluate_point
 
