@@ -1,7 +1,7 @@
 """How long a new machine's first ``blastrate serve`` takes to be ready, and what its first
 large solves cost, with no compiled kernels cached (cold) and then with them (warm).
 
-    .venv/bin/python benchmarks/first_start.py [--runs 1] [--timeout 300]
+    .venv/bin/python benchmarks/first_start.py [--runs 1] [--timeout 300] [--restarts 3]
 
 Each run starts ``blastrate serve`` on 127.0.0.1 twice with one fresh ``NUMBA_CACHE_DIR``:
 first empty (what a fresh clone or image has), then with what the first server compiled.
@@ -13,8 +13,9 @@ status and wall time of a first ``POST /srn/solve`` of two nets the warm-up does
 * Ciardo and Tilgner's Kanban net at N = 3 (58,400 states).
 
 A 422 ``limit-exceeded`` on a cold server that becomes 200 on a warm one is a compile
-charged to the client's time limit.  The 1-minute load average is printed beside each
-figure: measure on a quiet machine.
+charged to the client's time limit.  ``--restarts N`` then starts ``./scripts/serve`` (the
+README's command) N times on the warm cache and prints the seconds to ``/readyz``.  The
+1-minute load average is printed beside each figure: measure on a quiet machine.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from service_latency import free_port
 from srn_scale import kanban_arcs, kanban_places
 
 BLASTRATE = shutil.which("blastrate", path=str(Path(sys.executable).parent)) or "blastrate"
+SERVE_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "serve"
 
 
 def cyclic_net(tokens: int) -> dict[str, Any]:
@@ -70,8 +72,11 @@ def kanban_net(n: int) -> dict[str, Any]:
 NETS = {"cyclic, 193,131 states": cyclic_net(620), "Kanban N = 3, 58,400 states": kanban_net(3)}
 
 
-def one_server(cache_dir: str, timeout_s: float) -> dict[str, Any]:
-    """Start a server with this kernel cache; time its readiness and first solves."""
+def one_server(
+    cache_dir: str, timeout_s: float, script: bool = False, solves: bool = True
+) -> dict[str, Any]:
+    """Start a server with this kernel cache (by ``./scripts/serve`` if ``script``); time
+    its readiness and, if ``solves``, its first large solves."""
     port = free_port()
     work = tempfile.mkdtemp(prefix="blastrate-first-start-")
     env = {
@@ -81,8 +86,11 @@ def one_server(cache_dir: str, timeout_s: float) -> dict[str, Any]:
     }
     load = os.getloadavg()[0]
     start = time.perf_counter()
+    # The README's command (./scripts/serve: the venv's check, then blastrate serve), or
+    # blastrate serve itself.
+    command = [str(SERVE_SCRIPT)] if script else [BLASTRATE, "serve", "--host", "127.0.0.1"]
     proc = subprocess.Popen(
-        [BLASTRATE, "serve", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        [*command, "--port", str(port), "--log-level", "warning"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -104,7 +112,7 @@ def one_server(cache_dir: str, timeout_s: float) -> dict[str, Any]:
                     return out
                 time.sleep(0.05)
             out["ready_s"] = time.perf_counter() - start
-            for name, net in NETS.items():
+            for name, net in NETS.items() if solves else ():
                 t0 = time.perf_counter()
                 r = client.post(f"{url}/srn/solve", json={"net": net})
                 out[name] = {
@@ -128,6 +136,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=300.0, help="per server (s)")
+    ap.add_argument(
+        "--restarts",
+        type=int,
+        default=0,
+        help="after each run, this many warm restarts by ./scripts/serve (README's command)",
+    )
     args = ap.parse_args()
     for run in range(args.runs):
         cache = tempfile.mkdtemp(prefix="blastrate-numba-cache-")
@@ -148,6 +162,15 @@ def main() -> None:
                             f"    first solve of {name}: {s['status']} in {s['wall_s']:.2f} s"
                             + (f" ({s['detail']})" if s["detail"] else "")
                         )
+            for k in range(max(0, min(args.restarts, 20))):
+                r = one_server(cache, args.timeout, script=True, solves=False)
+                ready = r.get("ready_s")
+                print(
+                    f"run {run + 1} warm restart {k + 1} (./scripts/serve): ready in "
+                    f"{'never' if ready is None else f'{ready:.2f} s'} "
+                    f"(load {r['load1_before']:.2f} before, "
+                    f"{r.get('load1_after', float('nan')):.2f} after)"
+                )
         finally:
             shutil.rmtree(cache, ignore_errors=True)
 

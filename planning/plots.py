@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 import transport
-from host import InterruptServiceTime
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from host import InterruptServiceTime
 
 from .errors import PlanningError
 

@@ -15,6 +15,7 @@ answers are bit-for-bit those of one call per point, wherever they ran.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import csv
 import io
 import itertools
@@ -214,7 +215,11 @@ def _end_with(parent_pid: int) -> None:
     Where there is none, the parent is polled every half second.
     """
     import select
+    import signal
 
+    # Ctrl-C in a terminal signals the whole process group: the parent decides, and
+    # stops the workers (a worker's own KeyboardInterrupt only printed a traceback).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         fd = os.pidfd_open(parent_pid)
     except (AttributeError, OSError):
@@ -269,10 +274,23 @@ def _run_processes(
         # Queued batches are dropped.  On a timeout or a cancellation the running ones
         # are stopped too, not left to finish a batch nobody will read.
         processes = list((getattr(pool, "_processes", None) or {}).values())
+        results = getattr(pool, "_result_queue", None)  # shutdown() drops the reference
         pool.shutdown(wait=False, cancel_futures=True)
         if not finished:
             for process in processes:
                 process.kill()
+            for process in processes:
+                process.join(timeout=5)
+            # A worker killed in the middle of sending a batch's records leaves the pool's
+            # manager thread blocked on the rest of the message, and this process's exit
+            # waited on that thread for ever (a Ctrl-C on a large sweep printed
+            # "interrupted" and never ended).  With the workers gone, closing this
+            # process's end of the results pipe, the last writer, turns that wait into an
+            # end of file, which the thread takes for a broken pool.
+            writer = getattr(results, "_writer", None)
+            if writer is not None:
+                with contextlib.suppress(OSError):
+                    writer.close()
 
 
 def _run_dask(

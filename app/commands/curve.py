@@ -178,4 +178,5 @@ def curve(
         text = _table(body, rows)
     if plot is not None:
         write_curve_plot(body, plot)
+        click.echo(f"plot written to {plot}", err=True)  # stdout keeps the table alone
     write_output(text, output, what=f"{len(rows)} points")

@@ -11,9 +11,12 @@ unreachable, 5 server error, 1 internal error, 130 on Ctrl-C.  Errors are one li
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -65,6 +68,27 @@ def _fail(message: str, status: int) -> NoReturn:
     raise _Exit(message, status)
 
 
+@contextlib.contextmanager
+def _interrupt_cancels() -> Iterator[threading.Event]:
+    """Within the block, Ctrl-C sets the event that :func:`planning.run_sweep` checks (at
+    least every quarter second), instead of raising KeyboardInterrupt wherever the main
+    thread is.  Raised inside the process pool's own locking (``concurrent.futures``),
+    it left a future's lock held, and the exit then waited on the pool for ever."""
+    cancel = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield cancel
+        return
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
+    try:
+        yield cancel
+    except PlanningError as exc:
+        if exc.field == "cancelled" and cancel.is_set():
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _run(body: Callable[[], None]) -> None:
     """Run a command body with the CLI's exit conventions."""
     try:
@@ -79,8 +103,11 @@ def _run(body: Callable[[], None]) -> None:
         # Named as the option that sets it (--delay, not propagation_delay).
         field = _OPTION_NAMES.get(exc.field, OPTION_OF.get(exc.field, exc.field))
         reason = exc.reason
-        if getattr(exc, "limit", None) == "max_points":
-            reason += "; raise it with --max-points"
+        limit = getattr(exc, "limit", None)
+        if limit in _RAISED_BY:
+            # A limit an option raises: named by that option, exit 3 (as rate's).
+            field, status = _RAISED_BY[limit], 3
+            reason += f"; raise it with {field}"
         click.echo(f"blastrate: error: {field}: {reason}", err=True)
         sys.exit(status)
     except KeyboardInterrupt:
@@ -95,7 +122,16 @@ _OPTION_DECLS = {
     "io_tasks": ("-I", "--io-tasks"),
     "propagation_delay": ("--delay", "--propagation-delay"),
 }
-_OPTION_NAMES = {"propagation_delay": "--delay", "max_points": "--max-points"}
+_OPTION_NAMES = {
+    "propagation_delay": "--delay",
+    "max_points": "--max-points",
+    "max_buffer_packets": "--max-buffer-packets",
+}
+# The limits that an option of these commands raises.
+_RAISED_BY = {"max_points": "--max-points", "timeout_s": "--timeout"}
+#: Most points a local sweep may have: its records are held in memory (about 1 KB each),
+#: so a mistyped range cannot fill the machine's memory.
+MAX_LOCAL_POINTS = 1_000_000
 
 
 def _input_options(help_suffix: str) -> Callable[[Any], Any]:
@@ -195,10 +231,10 @@ def _mbps(bps: float | None) -> str:
 )
 @click.option(
     "--max-points",
-    type=click.IntRange(1),
+    type=click.IntRange(1, MAX_LOCAL_POINTS),
     default=DEFAULT_MAX_POINTS,
     show_default=True,
-    help="Refuse sweeps with more points.",
+    help=f"Refuse sweeps with more points (at most {MAX_LOCAL_POINTS:,}).",
 )
 @click.option("--server", default=None, help="Ask a running service (POST /sweeps).")
 @click.option(
@@ -259,16 +295,18 @@ def _sweep(
             for values in axes.values():
                 total *= len(values)
             task = progress.add_task("sweep", total=total)
-            done = run_sweep(
-                base,
-                axes,
-                max_points=max_points,
-                workers=workers,
-                cluster=cluster,
-                inline=total <= 8 and cluster is None,
-                progress=lambda n, _total: progress.update(task, completed=n),
-                timeout_s=timeout,
-            )
+            with _interrupt_cancels() as cancel:
+                done = run_sweep(
+                    base,
+                    axes,
+                    max_points=max_points,
+                    workers=workers,
+                    cluster=cluster,
+                    inline=total <= 8 and cluster is None,
+                    progress=lambda n, _total: progress.update(task, completed=n),
+                    timeout_s=timeout,
+                    cancel=cancel,
+                )
         result = done.to_dict()
         records = result["records"]
     if as_csv or (output and output.endswith(".csv")):

@@ -28,6 +28,10 @@ def limit_native_threads(threads: int) -> None:
         Threads per library (>= 1).  Applies to the libraries loaded now; NumPy and SciPy
         load theirs on import, so call this after importing them.
     """
+    # SciPy's own BLAS loads with scipy.linalg, which the service now imports on first
+    # use rather than at start: loaded here, so that the limit reaches it too.
+    import scipy.linalg  # noqa: F401
+
     _ACTIVE.clear()
     _ACTIVE.append(threadpool_limits(limits=threads))
 

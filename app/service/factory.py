@@ -7,6 +7,7 @@ import contextlib
 import gc
 import logging
 import math
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -295,24 +296,48 @@ def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
     return build
 
 
-async def _warm_up(state: ServiceState, warm: Callable[[], int]) -> None:
+async def _warm_up(state: ServiceState, warm: Callable[[Callable[[int], None]], int]) -> None:
+    started = threading.Event()
+    failed: list[BaseException] = []
+
+    def start_pool() -> None:
+        try:
+            state.pool.start()
+        except BaseException as exc:
+            failed.append(exc)
+            raise
+        finally:
+            started.set()
+
+    def ready(nets: int) -> None:
+        # Called by the warm-up (a worker thread) once the default answers are warm:
+        # readiness waits for the solver pool too, and never follows a failed one.
+        started.wait()
+        if failed:
+            return
+        state.compiled_nets = nets
+        state.ready = True
+        log.info("ready", extra={"compiled_nets": nets})
+
     try:
         # The pool's processes start (mostly a wait on their spawn) while this process
         # warms up: readiness waits for both, not for one after the other.
         async with anyio.create_task_group() as group:
-            group.start_soon(anyio.to_thread.run_sync, state.pool.start)
-            state.compiled_nets = await anyio.to_thread.run_sync(warm)
+            group.start_soon(anyio.to_thread.run_sync, start_pool)
+            nets = await anyio.to_thread.run_sync(warm, ready)
         # What exists now (modules, compiled kernels and nets, the app) lives as long as
         # the process.  Left to the cyclic collector, its ~250,000 objects made every
         # full collection a 110 ms pause of all threads, the event loop's included (the
         # largest /healthz latency under load).  Frozen, they are never scanned again.
         gc.freeze()
-        state.ready = True
+        if not state.ready:
+            ready(nets)
         log.info(
-            "ready",
-            extra={"compiled_nets": state.compiled_nets, "frozen_objects": gc.get_freeze_count()},
+            "warm-up done",
+            extra={"compiled_nets": nets, "frozen_objects": gc.get_freeze_count()},
         )
     except Exception as exc:  # readiness stays false and says why
+        state.ready = False
         state.warm_up_error = f"{type(exc).__name__}: {exc}"
         log.exception("warm-up failed")
 
@@ -381,7 +406,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await anyio.to_thread.run_sync(jobs.start_if_configured)
         if settings.warm_up:
             # Said at once: uvicorn prints "running" before the service is ready.
-            log.info("warming up: /readyz answers 503 until the default nets are compiled")
+            log.info("warming up: /readyz answers 503 until the default answers are warm")
             task = asyncio.create_task(_warm_up(state, compile_default_nets))
 
             # The probe starts once warm-up is over: both need the cores at start-up.

@@ -39,10 +39,11 @@ async def get_health() -> Response:
     responses=problem_responses(503),
 )
 async def get_readiness(request: Request) -> Response:
-    """200 once the lifespan has compiled the default nets; 503 before."""
+    """200 once the lifespan has warmed the default answers (and compiled the kernels, when
+    they were not cached); 503 before."""
     state = service(request)
     if not state.ready:
-        detail = "the default nets are still being compiled"
+        detail = "the default answers are still warming up"
         if state.warm_up_error:
             detail = f"start-up failed: {state.warm_up_error}"
         if state.shutting_down:

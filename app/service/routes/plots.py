@@ -29,7 +29,6 @@ from app.schemas.problems import FieldProblem, ProblemError
 from app.schemas.units import QuantityError
 from app.service.cache import etag_matches
 from app.service.state import ServiceState, service
-from host import interrupt_service_time
 from planning import INPUT_FIELDS, PlanningError, resolve_point, run_sweep, solve_point
 from planning.plots import (
     PLOT_FORMATS,
@@ -188,6 +187,9 @@ async def plot_loss(request: Request) -> Response:
 def _service_figure(base: dict[str, Any], _axes: Any, _params: Any) -> Any:
     resolved = resolve_point(base)
     workload, host = point_objects(resolved)
+    # The SRN engine and its compiled kernels: loaded by the warm-up, after readiness.
+    from host import interrupt_service_time
+
     return service_time_figure(interrupt_service_time(workload, host))
 
 

@@ -29,6 +29,17 @@ def _interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _children_at_work(process: subprocess.Popen[str], what: str) -> list[int]:
+    """The CLI's children, once one has burnt CPU time: a condition, not a guess of how
+    long start-up takes on a loaded machine."""
+    deadline = time.monotonic() + 120
+    while not any(_cpu_seconds(pid) > 0.3 for pid in _children_of(process.pid)):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, f"{what} never started"
+        time.sleep(0.05)
+    return _children_of(process.pid)
+
+
 def _cpu_seconds(pid: int) -> float:
     """User plus system CPU time of a process (s), 0 if it is gone."""
     try:
@@ -109,14 +120,7 @@ def test_ctrl_c_stops_a_local_solve_at_once(tmp_path: Path) -> None:
         preexec_fn=_interruptible,
     )
     try:
-        # The solve is under way once a child of the CLI has burnt CPU time: a condition,
-        # not a guess of how long start-up takes on a loaded machine.
-        deadline = time.monotonic() + 120
-        while not any(_cpu_seconds(pid) > 0.3 for pid in _children_of(process.pid)):
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "the solve never started"
-            time.sleep(0.05)
-        workers = _children_of(process.pid)
+        workers = _children_at_work(process, "the solve")
         sent = time.monotonic()
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=10)
@@ -132,6 +136,38 @@ def test_ctrl_c_stops_a_local_solve_at_once(tmp_path: Path) -> None:
     assert err == "blastrate: interrupted\n"
     for pid in workers:  # the solver process was killed, not left burning a core
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+
+
+def test_ctrl_c_stops_a_large_local_sweep_at_once() -> None:
+    """A new user's trial: Ctrl-C on a large sweep printed "interrupted" and then ran on
+    for minutes, freeing its records at exit.  Its process group gets the signal, as from
+    a terminal; 100,000 points are far more than the test waits for."""
+    argv = ["sweep", "-C", "0..999", "-I", "0..99", "--file-size", "500MB", "--delay", "1s"]
+    process = subprocess.Popen(
+        [*blastrate(), *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_interruptible,
+    )
+    try:
+        workers = _children_at_work(process, "the sweep")
+        sent = time.monotonic()
+        os.killpg(process.pid, signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+        stopped_after = time.monotonic() - sent
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert process.returncode == EXIT_INTERRUPTED, err
+    assert stopped_after < 15.0  # 0.06 s on a quiet machine
+    assert err == "blastrate: interrupted\n"
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{pid}").exists() for pid in workers):  # they end with it
+        assert time.monotonic() < deadline, "the sweep's workers outlived it"
+        time.sleep(0.05)
 
 
 def test_a_closed_stdout_ends_quietly() -> None:

@@ -59,8 +59,13 @@ def test_sweep_errors_exit_2_with_one_line() -> None:
     r = CliRunner().invoke(sweep, [*ARGS[:-2], "--propagation-delay", "1..2"])
     assert r.exit_code == 2
     assert r.output.strip().startswith("blastrate: error: --delay:")
+    # A limit an option raises: exit 3, named by that option (as rate's --max-states).
     r = CliRunner().invoke(sweep, [*ARGS, "--max-points", "5"])
-    assert r.exit_code == 2 and "max_points=5" in r.output
+    assert r.exit_code == 3 and r.output.startswith("blastrate: error: --max-points:")
+    assert "max_points=5" in r.output
+    # The local ceiling: a mistyped range cannot fill the memory.
+    r = CliRunner().invoke(sweep, [*ARGS, "--max-points", "20000000"])
+    assert r.exit_code == 2 and "--max-points" in r.output
     r = CliRunner().invoke(sweep, [*ARGS, "--plot", "x.gif"])
     assert r.exit_code == 2 and "plot:" in r.output
     # An unknown (or stored) profile: once, exit 2, not a row of '-' and exit 0.
@@ -93,7 +98,7 @@ def test_what_if_json_and_table() -> None:
     r = CliRunner().invoke(what_if_command, args)
     assert r.exit_code == 0 and "ethtool -G eth0 rx" in r.output and "one more core" in r.output
     r = CliRunner().invoke(what_if_command, [*args[:-2], "--max-buffer-packets", "8"])
-    assert r.exit_code == 2 and "max_buffer_packets" in r.output
+    assert r.exit_code == 2 and "--max-buffer-packets:" in r.output
 
 
 def test_curve_plot_helper_marks_the_optimum(tmp_path: Path) -> None:
@@ -130,7 +135,8 @@ def test_a_sweep_too_long_names_max_points_and_stays_short(spec: str) -> None:
     from cli_support import invoke
 
     r = invoke("sweep", "--cpu-tasks", spec, "-I", "0", "--file-size", "1MB", "--delay", "10ms")
-    assert r.exit_code == 2
+    assert r.exit_code == 3
+    assert r.stderr.startswith("blastrate: error: --max-points:")
     assert "raise it with --max-points" in r.stderr and len(r.stderr) < 200, r.stderr
 
 

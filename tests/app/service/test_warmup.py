@@ -1,4 +1,5 @@
-"""Start-up work: never waits on the profile database, and compiles on both cores."""
+"""Start-up work: never waits on the profile database, compiles on both cores, and turns
+ready before loading what the cache already holds."""
 
 from __future__ import annotations
 
@@ -9,9 +10,17 @@ from pathlib import Path
 
 import pytest
 
+import app.service.warmup as warmup
 import srn
 from app.service.warmup import compile_default_nets
 from host.store import DATABASE_URL_ENV
+
+
+@pytest.fixture
+def cold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a first start: no stamp of a completed warm-up, so the engine's kernels are
+    compiled in a second process and readiness waits for everything."""
+    monkeypatch.setattr(warmup, "kernels_cached", lambda: False)
 
 
 def test_warm_up_does_not_read_the_profile_database(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -23,13 +32,11 @@ def test_warm_up_does_not_read_the_profile_database(monkeypatch: pytest.MonkeyPa
 
 
 def test_the_engine_kernels_compile_in_another_process_during_the_warm_up(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cold: None
 ) -> None:
     # Issue #24: with nothing cached the engine's kernels took 13-14 s after the default
     # nets' own compile.  They now compile in a second process while the nets do, and
     # the warm-up waits for it before loading them from numba's cache.
-    import app.service.warmup as warmup
-
     marker = tmp_path / "compiled"
     monkeypatch.setattr(warmup, "CACHED_NETS_S", 0.0)  # as on a first start: wait for it
     loaded_after_child: list[bool] = []
@@ -48,10 +55,8 @@ def test_the_engine_kernels_compile_in_another_process_during_the_warm_up(
 
 
 def test_a_failed_compiler_process_only_costs_time(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, cold: None
 ) -> None:
-    import app.service.warmup as warmup
-
     monkeypatch.setattr(warmup, "CACHED_NETS_S", 0.0)
     monkeypatch.setattr(warmup, "ENGINE_COMPILE_COMMAND", "raise SystemExit(3)")
     loads: list[int] = []
@@ -65,11 +70,9 @@ def test_a_failed_compiler_process_only_costs_time(
 
 
 def test_a_failed_warm_up_leaves_no_compiler_running(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cold: None
 ) -> None:
     # Found in review: a net that raised left the compiling process running.
-    import app.service.warmup as warmup
-
     pid_file = tmp_path / "pid"
     monkeypatch.setattr(
         warmup,
@@ -95,12 +98,10 @@ def test_a_failed_warm_up_leaves_no_compiler_running(
 
 
 def test_with_a_warm_cache_the_compiler_process_is_not_waited_for(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cold: None
 ) -> None:
     # Nets that load from numba's cache mean the engine's kernels do too: the process
     # (here one that would take ten minutes) is stopped rather than waited for.
-    import app.service.warmup as warmup
-
     monkeypatch.setattr(warmup, "CACHED_NETS_S", float("inf"))
     monkeypatch.setattr(warmup, "ENGINE_COMPILE_COMMAND", "import time; time.sleep(600)")
     loads: list[int] = []
@@ -108,3 +109,43 @@ def test_with_a_warm_cache_the_compiler_process_is_not_waited_for(
     monkeypatch.setattr(srn, "load_kernels", lambda: loads.append(1) or real_load())
     assert compile_default_nets() == 8
     assert loads == [1]
+
+
+def test_a_stamp_of_this_code_says_the_kernels_are_cached(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))  # where the stamp goes
+    assert not warmup.kernels_cached()
+    warmup._note_cached()
+    assert (tmp_path / warmup.STAMP_NAME).exists() and warmup.kernels_cached()
+    # Any source with kernels edited (Numba would recompile it): not cached any more.
+    real = warmup._sources_stamp
+    monkeypatch.setattr(warmup, "_sources_stamp", lambda: real().replace("}", ", 1}", 1))
+    assert not warmup.kernels_cached()
+
+
+def test_with_the_kernels_cached_it_is_ready_before_loading_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ready after the default answers; the kernels then load from the cache, and no
+    second process is started to compile them."""
+    events: list[str] = []
+    monkeypatch.setattr(warmup, "kernels_cached", lambda: True)
+    monkeypatch.setattr(
+        warmup, "_compile_engine_kernels_elsewhere", lambda: events.append("compiler")
+    )
+    real_load = srn.load_kernels
+    monkeypatch.setattr(srn, "load_kernels", lambda: events.append("engine") or real_load())
+    assert compile_default_nets(lambda nets: events.append(f"ready {nets}")) == 8
+    assert events == ["ready 8", "engine"]
+
+
+def test_without_the_stamp_it_is_ready_only_after_loading_them(
+    monkeypatch: pytest.MonkeyPatch, cold: None
+) -> None:
+    events: list[str] = []
+    monkeypatch.setattr(warmup, "ENGINE_COMPILE_COMMAND", "pass")
+    real_load = srn.load_kernels
+    monkeypatch.setattr(srn, "load_kernels", lambda: events.append("engine") or real_load())
+    assert compile_default_nets(lambda nets: events.append(f"ready {nets}")) == 8
+    assert events == ["engine", "ready 8"]
