@@ -107,8 +107,9 @@ def test_loss_fast_path_equals_full_distribution(N: int, extra: int, rates: list
     other summation order: 1e-12 relative where both stay linear (the recursion's error
     grows at most linearly with K, about 1e-13 at K = 3,000).  Where the distribution
     takes the log domain its own error is larger: against the chain in 40-digit
-    arithmetic (test_nic_queue_deep.py) it was off by up to 5.4e-12 at K = 2,065, where
-    the rescaled loss was off by 7e-15; there 1e-11."""
+    arithmetic (test_nic_queue_deep.py) it was off by up to 2.4e-11 (K = 1,603, N = 2),
+    where the rescaled loss was off by 2.7e-15 (at most 5.6e-14 in those draws); there
+    1e-10, a bound on the reference, not on the loss."""
     K = N + extra
     lam = np.asarray(rates) * N * MU
     fast = loss_probability(lam, MU, K, N)
@@ -118,4 +119,4 @@ def test_loss_fast_path_equals_full_distribution(N: int, extra: int, rates: list
     shrink = (K + 1) * np.maximum(-log_ratio, 0.0)
     linear = (grow < LINEAR_DOMAIN_LIMIT) & (shrink < LINEAR_DOMAIN_LIMIT)
     np.testing.assert_allclose(fast[linear], full[linear], rtol=1e-12, atol=0)
-    np.testing.assert_allclose(fast[~linear], full[~linear], rtol=1e-11, atol=0)
+    np.testing.assert_allclose(fast[~linear], full[~linear], rtol=1e-10, atol=0)
