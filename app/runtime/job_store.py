@@ -182,9 +182,11 @@ class JobStore:
                     progress=json.dumps({"stage": "queued"}),
                 )
             )
-        record = self.get(job_id)
-        assert record is not None
-        return record
+            # Read back inside the transaction: the job as queued.  Read after the commit
+            # (as before), a runner could already have claimed it, and the 202 answer said
+            # "running" (seen once on PostgreSQL in CI).
+            row = conn.execute(sa.select(_jobs).where(_jobs.c.id == job_id)).one()
+        return _record(row)
 
     def claim(self, owner: str) -> JobRecord | None:
         """Move the oldest queued job to ``running`` for ``owner``; None if none is queued."""
