@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -219,8 +220,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @contextmanager
 def live_server(env: dict[str, str], workers: int = 1) -> Iterator[tuple[str, subprocess.Popen]]:
-    """``uvicorn app.main:app`` on 127.0.0.1, ready, killed at the end if still running."""
-    port = free_port()
+    """``uvicorn app.main:app`` on 127.0.0.1, ready, killed at the end if still running.
+
+    A free port can be taken by another process between :func:`free_port` and uvicorn's
+    bind (the suite starts many servers on four workers; a start once ended with uvicorn's
+    startup-failure status, 3).  A server that could not bind is started again on another
+    port, up to three times; any other early exit fails with what the server said.
+    """
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("BLASTRATE_")}
     base_env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     full_env = {
@@ -232,28 +238,41 @@ def live_server(env: dict[str, str], workers: int = 1) -> Iterator[tuple[str, su
         "BLASTRATE_SOLVE_WORKERS": "1",
         **env,
     }
-    command = [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1"]
-    command += ["--port", str(port), "--workers", str(workers), "--log-level", "warning"]
-    server = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        env=full_env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # so that the test can end the whole group if it must
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
+    for attempt in range(3):
+        port = free_port()
+        command = [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1"]
+        command += ["--port", str(port), "--workers", str(workers), "--log-level", "warning"]
+        # The server's stderr, open as long as it runs (closed in the finally below).
+        said = tempfile.TemporaryFile()  # noqa: SIM115
+        server = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=full_env,
+            stdout=subprocess.DEVNULL,
+            stderr=said,
+            start_new_session=True,  # so that the test can end the whole group if it must
+        )
+        base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
-        while True:
+        while server.poll() is None:
             try:
                 if httpx.get(base + "/readyz", timeout=2).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
-            assert server.poll() is None, "the server exited during start-up"
-            assert time.monotonic() < deadline, "the server did not become ready in 60 s"
+            if time.monotonic() >= deadline:
+                server.kill()
+                server.wait(10)
+                raise AssertionError("the server did not become ready in 60 s")
             time.sleep(0.1)
+        if server.poll() is None:
+            break
+        said.seek(0)
+        text = said.read().decode(errors="replace")
+        said.close()
+        if "address already in use" not in text.lower() or attempt == 2:
+            raise AssertionError(f"the server exited during start-up: {text[-2000:]}")
+    try:
         yield base, server
     finally:
         if server.poll() is None:
@@ -263,3 +282,4 @@ def live_server(env: dict[str, str], workers: int = 1) -> Iterator[tuple[str, su
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait(10)
+        said.close()
