@@ -34,23 +34,25 @@ def load_kernels() -> float:
     if _loaded:
         return 0.0
     start = time.perf_counter()
-    from queues import forced_kernels
-
+    # Importing the compiled module loads Numba, and from then on the shared rule
+    # (queues.compiled_kernels_preferred) picks the compiled kernels in this process: no
+    # process-wide override, which the service's requests, answered while this runs
+    # after readiness, would have raced with.
+    from . import _kernels  # noqa: F401
     from .rate_search import bulk_queue_bottleneck_rate, effective_bottleneck_rate
     from .rbudp import transfer_time_terms
 
-    with forced_kernels(compiled=True):
-        # The one compiled call of the exponential NIC's search, then the general
-        # search's steps.
-        bulk_queue_bottleneck_rate(
-            8e3, 64, 6, line_rate_bps=1e9, file_size_bytes=10**8, propagation_delay_s=0.01
-        )
-        effective_bottleneck_rate(
-            lambda rates: np.minimum(rates / 2e9, 1.0),
-            line_rate_bps=1e9,
-            file_size_bytes=10**8,
-            propagation_delay_s=0.01,
-        )
-        transfer_time_terms(np.array([1e9]), np.array([0.01]), 1e8, 1468.0, 0.01)
+    # The one compiled call of the exponential NIC's search, then the general search's
+    # steps.
+    bulk_queue_bottleneck_rate(
+        8e3, 64, 6, line_rate_bps=1e9, file_size_bytes=10**8, propagation_delay_s=0.01
+    )
+    effective_bottleneck_rate(
+        lambda rates: np.minimum(rates / 2e9, 1.0),
+        line_rate_bps=1e9,
+        file_size_bytes=10**8,
+        propagation_delay_s=0.01,
+    )
+    transfer_time_terms(np.array([1e9]), np.array([0.01]), 1e8, 1468.0, 0.01)
     _loaded = True
     return time.perf_counter() - start
