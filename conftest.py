@@ -41,6 +41,16 @@ def pytest_configure(config: pytest.Config) -> None:
     # seconds of loopback blasts beside the test's own transfer): off for the suite,
     # on in the tests of that calibration (tests/app/commands/test_receiver_advice.py).
     os.environ["BLASTRATE_NO_CALIBRATE"] = "1"
+    config.addinivalue_line(
+        "markers", "long: one of the suite's longest tests, started first (see below)"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The longest tests (15-55 s each beside the others) first: pytest-xdist hands tests
+    # out in this order, so none of them starts last and holds the run up while the
+    # other workers are idle.  The sort is stable: the rest keep their order.
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -1,5 +1,6 @@
 """How quickly ``blastrate rate``, ``curve``, ``sweep`` and ``what-if`` answer on the
-paper's model, against ``python -c "import numpy"`` measured in the same run.
+paper's model, and how soon ``blastrate send`` starts its transfer, against
+``python -c "import numpy"`` measured in the same run.
 
     .venv/bin/python benchmarks/cli_quick.py [--runs 7] [--json FILE]
 
@@ -11,18 +12,29 @@ import's in the same round; the median of those ratios, the median wall time and
 range are printed, with the 1-minute load average before and after, and written to
 ``--json``.  Bounded: ``--runs`` rounds (at most 25), each command killed after 60 s.
 The goal of issue #37 is a ratio under 3 for each command.
+
+``blastrate send`` sends 1 MB at 500 Mbit/s to a ``blastrate receive`` that this script
+starts on loopback (a database of its own with calibration off, the secret from the
+environment it gives both).  Its start-up is its wall time less the ``total_s`` it
+reports (from the first connect attempt to the end), so it includes the interpreter's
+exit; the goal is under 0.3 s.  ``benchmarks/receiver_start.py`` times the receiver's.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
+import secrets
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +64,8 @@ CASES: dict[str, list[str]] = {
 TIMEOUT_S = 60.0
 WARM_TIMEOUT_S = 600.0
 MAX_RUNS = 25
+SEND = "blastrate send (1 MB, start-up)"
+SEND_BYTES = 1_000_000
 
 
 def _wall(argv: list[str], timeout: float = TIMEOUT_S) -> float:
@@ -67,6 +81,54 @@ def _wall(argv: list[str], timeout: float = TIMEOUT_S) -> float:
     return time.perf_counter() - start
 
 
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _receiver(folder: Path, env: dict[str, str]) -> Iterator[int]:
+    """A ``blastrate receive`` on loopback for the send case; its control port."""
+    port = _free_port()
+    out = folder / "received"
+    out.mkdir()
+    proc = subprocess.Popen(
+        [*CLI, "receive", "--host", "127.0.0.1", "--port", str(port), "--output", str(out)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        assert proc.stderr is not None
+        for line in proc.stderr:  # it prints "receiving into" once it listens
+            if "receiving into" in line or time.monotonic() > deadline:
+                break
+        if proc.poll() is not None:
+            raise SystemExit(f"the receiver exited: {proc.returncode}")
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _send_start(argv: list[str], env: dict[str, str]) -> float:
+    """Wall time of one ``send`` less the ``total_s`` it reports (s)."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=TIMEOUT_S
+    )
+    wall = time.perf_counter() - start
+    return wall - float(json.loads(done.stdout)["total_s"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7, help="rounds (default 7, at most 25)")
@@ -76,17 +138,40 @@ def main() -> None:
     runs = max(1, min(args.runs, MAX_RUNS))
     load_start = os.getloadavg()
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in load_start)}")
-    for argv in CASES.values():
-        # Warm: page cache, .pyc files, Numba's on-disk cache (compiled on a first run).
-        _wall(argv, WARM_TIMEOUT_S)
-    rng = random.Random(args.seed)
+    with tempfile.TemporaryDirectory(prefix="cli-quick-") as tmp:
+        folder = Path(tmp)
+        env = {
+            **os.environ,
+            "BLASTRATE_SECRET": secrets.token_hex(16),
+            "BLASTRATE_DATABASE_URL": f"sqlite:///{folder / 'profiles.db'}",
+            "BLASTRATE_NO_CALIBRATE": "1",
+        }
+        source = folder / "file.bin"
+        source.write_bytes(os.urandom(SEND_BYTES))
+        with _receiver(folder, env) as port:
+            sends = iter(range(1_000_000))
+
+            def send_argv() -> list[str]:
+                name = f"copy-{next(sends)}.bin"
+                to = f"127.0.0.1:{port}"
+                return [*CLI, "send", str(source), "--to", to, "--rate", "500M", "--json",
+                        "--name", name]  # fmt: skip
+
+            for argv in CASES.values():
+                # Warm: page cache, .pyc files, Numba's on-disk cache (compiled on a first run).
+                _wall(argv, WARM_TIMEOUT_S)
+            _send_start(send_argv(), env)
+            rng = random.Random(args.seed)
+            times: dict[str, list[float]] = {name: [] for name in [*CASES, SEND]}
+            for _ in range(runs):
+                order = list(times)
+                rng.shuffle(order)
+                for name in order:
+                    if name == SEND:
+                        times[name].append(_send_start(send_argv(), env))
+                    else:
+                        times[name].append(_wall(CASES[name]))
     baseline = 'python -c "import numpy"'
-    times: dict[str, list[float]] = {name: [] for name in CASES}
-    for _ in range(runs):
-        order = list(CASES)
-        rng.shuffle(order)
-        for name in order:
-            times[name].append(_wall(CASES[name]))
     rows = []
     for name, walls in times.items():
         ratios = [w / b for w, b in zip(walls, times[baseline], strict=True)]

@@ -21,10 +21,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import transport
 from host import HostProfile, Workload
 from transport import (
     DEFAULT_ADVICE_MODEL,
@@ -32,17 +33,12 @@ from transport import (
     MAX_TIME_SLICE_WORK,
     RECEIVER_MODELS,
     ReceiverModelName,
-    TimeSliceCosts,
-    TimeSliceResult,
-    TimeSliceTerms,
     TransportParameterError,
-    time_slice_costs,
-    time_slice_grid,
-    time_slice_refinement,
-    time_slice_terms,
     time_slice_work,
-    workload_bottleneck_rate,
 )
+
+if TYPE_CHECKING:
+    from transport import TimeSliceCosts, TimeSliceResult, TimeSliceTerms
 
 __all__ = [
     "MAX_ADVICE_DELAY_S",
@@ -225,7 +221,7 @@ class _Inputs:
         )
 
     def terms(self, rates_bps: Any) -> TimeSliceTerms:
-        return time_slice_terms(
+        return transport.time_slice_terms(
             self.workload, self.host, rates_bps=rates_bps, **self.costs.to_dict()
         )
 
@@ -332,7 +328,7 @@ class ReceiverAdvisor:
         return _Inputs(
             profile=profile,
             provenance=provenance,
-            costs=time_slice_costs(provenance, profile),
+            costs=transport.time_slice_costs(provenance, profile),
             host=host,
             workload=self.workload(self.cpus) if workload is None else workload,
         )
@@ -378,7 +374,7 @@ class ReceiverAdvisor:
     def _refine(self, inputs: _Inputs, solved: _Solved, best: int) -> TimeSliceTerms:
         fine = solved.fine.get(best)
         if fine is None:
-            fine = inputs.terms(time_slice_refinement(solved.coarse.rate_bps, best))
+            fine = inputs.terms(transport.time_slice_refinement(solved.coarse.rate_bps, best))
             with self._lock:
                 fine = solved.fine.setdefault(best, fine)
         return fine
@@ -429,7 +425,7 @@ class ReceiverAdvisor:
             # In pieces of a few chains, so that a blast that starts meanwhile waits for
             # at most one piece (the pieces' terms are each rate's own: merged, they are
             # the whole grid's, bit for bit).
-            grid = time_slice_grid(inputs.host.line_rate_bps)
+            grid = transport.time_slice_grid(inputs.host.line_rate_bps)
             coarse: TimeSliceTerms | None = None
             for piece in np.array_split(grid, -(-grid.size // _CHAINS_PER_PIECE)):
                 if stop is not None and stop():
@@ -474,7 +470,7 @@ class ReceiverAdvisor:
     @staticmethod
     def _paper(inputs: _Inputs, size: int, delay: float) -> tuple[float, float, float]:
         """The paper's model: (rate in bit/s, stationary loss, transfer time in s)."""
-        paper = workload_bottleneck_rate(
+        paper = transport.workload_bottleneck_rate(
             inputs.workload, inputs.host, file_size_bytes=size, propagation_delay_s=delay
         )
         best = paper.bottleneck
@@ -489,7 +485,7 @@ class ReceiverAdvisor:
         if solved is None:
             # Nothing solved for this host and workload yet: solve it now, and keep it.
             solved = self._remember(
-                key, _Solved(inputs.terms(time_slice_grid(inputs.host.line_rate_bps)))
+                key, _Solved(inputs.terms(transport.time_slice_grid(inputs.host.line_rate_bps)))
             )
         best = solved.coarse.best_index(size, delay, self.settle_s)
         fine = solved.fine.get(best)

@@ -58,8 +58,12 @@ if TYPE_CHECKING:
     from .models import (
         DEFAULT_ADVICE_MODEL,
         DEFAULT_RECEIVER_MODEL,
+        DEFAULT_SETTLE_S,
+        DEFAULT_TIME_SLICE_S,
+        MAX_TIME_SLICE_WORK,
         RECEIVER_MODELS,
         ReceiverModelName,
+        time_slice_work,
     )
     from .paper_rate import PaperRate, paper_bottleneck_rate
     from .pipeline import PipelineResult, workload_bottleneck_rate
@@ -80,9 +84,6 @@ if TYPE_CHECKING:
         transfer_time_terms,
     )
     from .timeslice import (
-        DEFAULT_SETTLE_S,
-        DEFAULT_TIME_SLICE_S,
-        MAX_TIME_SLICE_WORK,
         TimeSliceCosts,
         TimeSliceCurve,
         TimeSliceResult,
@@ -93,7 +94,6 @@ if TYPE_CHECKING:
         time_slice_grid,
         time_slice_refinement,
         time_slice_terms,
-        time_slice_work,
     )
 
 __all__ = [
@@ -168,9 +168,9 @@ _LAZY: dict[str, str] = {
     "total_size_bytes": "rbudp",
     "transfer_time": "rbudp",
     "transfer_time_terms": "rbudp",
-    "DEFAULT_SETTLE_S": "timeslice",
-    "DEFAULT_TIME_SLICE_S": "timeslice",
-    "MAX_TIME_SLICE_WORK": "timeslice",
+    "DEFAULT_SETTLE_S": "models",
+    "DEFAULT_TIME_SLICE_S": "models",
+    "MAX_TIME_SLICE_WORK": "models",
     "TimeSliceCosts": "timeslice",
     "TimeSliceCurve": "timeslice",
     "TimeSliceResult": "timeslice",
@@ -181,7 +181,7 @@ _LAZY: dict[str, str] = {
     "time_slice_grid": "timeslice",
     "time_slice_refinement": "timeslice",
     "time_slice_terms": "timeslice",
-    "time_slice_work": "timeslice",
+    "time_slice_work": "models",
 }
 
 

@@ -36,9 +36,13 @@ from typing import Literal
 __all__ = [
     "DEFAULT_ADVICE_MODEL",
     "DEFAULT_RECEIVER_MODEL",
+    "DEFAULT_SETTLE_S",
+    "DEFAULT_TIME_SLICE_S",
+    "MAX_TIME_SLICE_WORK",
     "RECEIVER_MODELS",
     "NicService",
     "ReceiverModelName",
+    "time_slice_work",
 ]
 
 #: How the paper's NIC queue models the interrupt service time: ``"exponential"`` with
@@ -59,3 +63,24 @@ DEFAULT_ADVICE_MODEL: ReceiverModelName = "timeslice"
 #: The model that the service, ``blastrate rate``/``curve``, the sweeps and what-if answer
 #: with when none is named: the paper's, so that its tables are the default answer.
 DEFAULT_RECEIVER_MODEL: ReceiverModelName = "paper"
+
+#: Most work (``K * (7 (N + 1))^2``, about the banded solve's flops per rate,
+#: :func:`time_slice_work`) one answer of the time-slice model may take: about a second for
+#: a whole search on this 2-core machine.  A receiver's advice, the service and the planning
+#: refuse a K and N beyond it, naming ``buffer_packets``.
+MAX_TIME_SLICE_WORK = 2.0e8
+
+
+#: The kernel's default slice where none was calibrated: EEVDF's base slice of 0.75 ms
+#: scaled by 1 + log2(CPUs) on a two-CPU host (s).
+DEFAULT_TIME_SLICE_S = 1.5e-3
+#: The receiver's wait for stragglers after a lossy blast where none is given (s): what
+#: ``blastrate receive`` waits by default.
+DEFAULT_SETTLE_S = 0.02
+
+
+def time_slice_work(buffer_packets: int, batch_packets: int) -> int:
+    """Rough work of scoring one rate: ``K * (7 (N + 1))^2`` (about the banded solve's
+    flops for the chain of :func:`time_slice_bottleneck_rate`; N at most K)."""
+    n = min(batch_packets, buffer_packets)
+    return buffer_packets * (7 * (n + 1)) ** 2

@@ -45,6 +45,7 @@ from queues.modulated import (
 from . import _validation as check
 from .curve import TransferCurve
 from .errors import NoCompletingRateError, TransportParameterError
+from .models import DEFAULT_SETTLE_S, DEFAULT_TIME_SLICE_S, MAX_TIME_SLICE_WORK, time_slice_work
 
 __all__ = [
     "DEFAULT_SETTLE_S",
@@ -64,19 +65,6 @@ __all__ = [
     "time_slice_work",
 ]
 
-#: Most work (``K * (7 (N + 1))^2``, about the banded solve's flops per rate,
-#: :func:`time_slice_work`) one answer of the time-slice model may take: about a second for
-#: a whole search on this 2-core machine.  A receiver's advice, the service and the planning
-#: refuse a K and N beyond it, naming ``buffer_packets``.
-MAX_TIME_SLICE_WORK = 2.0e8
-
-
-#: The kernel's default slice where none was calibrated: EEVDF's base slice of 0.75 ms
-#: scaled by 1 + log2(CPUs) on a two-CPU host (s).
-DEFAULT_TIME_SLICE_S = 1.5e-3
-#: The receiver's wait for stragglers after a lossy blast where none is given (s): what
-#: ``blastrate receive`` waits by default.
-DEFAULT_SETTLE_S = 0.02
 _MAX_ROUNDS = 1000
 # Bounds on a calibration read from a free-form provenance; outside them, the default.
 _MAX_SLICE_S = 1.0
@@ -227,13 +215,6 @@ def scheduled_competitors(
     if c >= n:
         return c * float(table[-1]) / n
     return float(np.interp(c, np.arange(n + 1), np.r_[0.0, table]))
-
-
-def time_slice_work(buffer_packets: int, batch_packets: int) -> int:
-    """Rough work of scoring one rate: ``K * (7 (N + 1))^2`` (about the banded solve's
-    flops for the chain of :func:`time_slice_bottleneck_rate`; N at most K)."""
-    n = min(batch_packets, buffer_packets)
-    return buffer_packets * (7 * (n + 1)) ** 2
 
 
 def competitors_per_core(cpu_tasks: int, cores: int) -> float:

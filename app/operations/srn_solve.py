@@ -13,16 +13,18 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 import srn
 from app.schemas.problems import FieldProblem, ProblemError, problem_from_exception
 from app.settings import Settings
 
 from .pnml_input import with_file_ids, with_net
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = [
     "SolveBudget",

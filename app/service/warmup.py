@@ -4,6 +4,7 @@ requests are fast and no request's time limit pays for a compile."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import logging
 import os
@@ -115,7 +116,9 @@ def _sources_stamp() -> str:
     """What Numba's cache of this process's kernels depends on: the versions, and the size
     and modification time of every source file of the packages with kernels (as Numba
     checks its own index against each file's)."""
-    import numba
+    # The version from the distribution's metadata: importing Numba here (0.3 s) would put
+    # it before readiness, which the paper's default answers do not need.
+    from importlib import metadata
 
     files = {}
     for package in (srn, transport, queues, host_package):
@@ -124,7 +127,7 @@ def _sources_stamp() -> str:
             info = path.stat()
             files[f"{folder.name}/{path.name}"] = [info.st_size, info.st_mtime_ns]
     return json.dumps(
-        {"numba": numba.__version__, "python": sys.version, "files": files}, sort_keys=True
+        {"numba": metadata.version("numba"), "python": sys.version, "files": files}, sort_keys=True
     )
 
 
@@ -174,6 +177,9 @@ def compile_default_nets(on_ready: Callable[[int], None] | None = None) -> int:
             on_ready(2 * shapes)
             on_ready = None
         _solve_phase_type_default()
+        # The time-slice model's modules (a receiver's default model, and model=timeslice
+        # here): no longer imported with the app, so loaded now, not by a first request.
+        importlib.import_module("transport.timeslice")
         # The kernels of large chains too (compiled exploration and assembly, the
         # iterative routes, transient and absorption): a first large /srn/solve once
         # paid for their compile out of its own solve_timeout_s, and got 422.  Compiled

@@ -36,7 +36,7 @@ from host.service_rate import DIRECT_MAX_STATES
 SX280 = host_profile("sx280-2007")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     cpu=st.integers(0, 12),
     io=st.integers(0, 8),

@@ -154,6 +154,7 @@ def test_paper_rates_agree_with_the_numpy_path_and_the_exact_chain(w: Workload) 
     np.testing.assert_allclose(fast.variance_s2, variance, rtol=1e-13)
 
 
+@pytest.mark.long
 # Derandomized: the same 60 chains on every run (CI must not find a new one at random).
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(

@@ -68,7 +68,7 @@ def test_the_numpy_explorer_reports_its_counts(every_report: None) -> None:
 def test_a_raising_callback_stops_the_compiled_explorer(
     every_report: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Kanban N = 4 (454,475 states): stop as soon as 100,000 are found.  The exception
+    # Kanban N = 5 (2,546,432 states): stop as soon as 100,000 are found.  The exception
     # reaches the caller before the graph is complete, the kernel itself returned early
     # (its status is STOPPED, with fewer states than the graph has), and its thread is gone.
     from srn import _exploration_kernels as kernels
@@ -94,9 +94,9 @@ def test_a_raising_callback_stops_the_compiled_explorer(
             raise Enough
 
     with pytest.raises(Enough):
-        reachability_graph(kanban(4), progress=stop)
+        reachability_graph(kanban(5), progress=stop)
     assert not seen[-1].done
-    assert seen[-1].states < 454_475
+    assert seen[-1].states < 2_546_432
     assert not [t for t in threading.enumerate() if t.name.startswith("srn-explore")]
     ((status, states),) = returned
     assert status == kernels.STOPPED

@@ -101,6 +101,7 @@ def _send(src: Path, port: int) -> object:
     )
 
 
+@pytest.mark.long
 @pytest.mark.skipif(
     len(os.sched_getaffinity(0)) < 2,
     reason="the quick calibration's sender needs a CPU other than the receiver's",
@@ -166,6 +167,7 @@ def test_a_receiver_on_a_fresh_host_measures_it_and_advises_from_that(
     assert not any("quick calibration" in line for line in lines)
 
 
+@pytest.mark.long
 def test_a_receiver_told_not_to_calibrate_says_its_profile_is_built_in(
     tmp_path: Path, fresh_host: tuple[dict[str, str], str]
 ) -> None:

@@ -498,6 +498,7 @@ def _threads_and_descriptors(pid: int) -> tuple[int, int]:
     return threads, len(os.listdir(f"/proc/{pid}/fd"))
 
 
+@pytest.mark.long
 def test_a_flood_of_idle_handshakes_from_many_addresses_holds_the_cap(
     tmp_path: Path, receiver: ReceiverProcess
 ) -> None:

@@ -91,6 +91,7 @@ def _sample(text: str, name: str, **labels: str) -> float:
     return total
 
 
+@pytest.mark.long
 def test_metrics_are_the_same_from_either_of_two_workers(tmp_path: Path) -> None:
     env = {"BLASTRATE_METRICS_DIR": str(tmp_path)}
     # A stale directory of a server that is gone is removed at start.
@@ -260,6 +261,7 @@ def _ignore(call: Any) -> None:
         call()
 
 
+@pytest.mark.long
 def test_one_clients_slow_solves_do_not_starve_another_client() -> None:
     """Before: 20 distinct small nets that each ran to the 10 s limit kept both pool
     workers busy for 207 s, and a valid request from someone else got 429.  Now a

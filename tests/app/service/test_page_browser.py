@@ -25,6 +25,9 @@ import pytest
 
 from conftest import live_server
 
+# Chromium's start makes these among the suite's longest tests: started first.
+pytestmark = pytest.mark.long
+
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts"
 VIEWPORT = {"width": 1360, "height": 900}

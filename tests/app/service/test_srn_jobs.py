@@ -331,7 +331,7 @@ def test_exploration_reports_its_counts_as_it_goes(monkeypatch: Any) -> None:
         max_vanishing=1_000_000,
     )
     reports: list[dict[str, Any]] = []
-    result = solve_srn({"net": three_queues(40)}, budget, progress=reports.append)
+    result = solve_srn({"net": three_queues(24)}, budget, progress=reports.append)
     exploring = [r for r in reports if r["stage"] == "exploring" and "states" in r]
     assert len(exploring) >= 2
     states = [r["states"] for r in exploring]
@@ -340,4 +340,4 @@ def test_exploration_reports_its_counts_as_it_goes(monkeypatch: Any) -> None:
         result["n_states"],
         result["n_edges"],
     )
-    assert result["n_states"] == 41**3
+    assert result["n_states"] == 25**3

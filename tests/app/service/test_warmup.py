@@ -3,8 +3,11 @@ ready before loading what the cache already holds."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -149,3 +152,21 @@ def test_without_the_stamp_it_is_ready_only_after_loading_them(
     monkeypatch.setattr(srn, "load_kernels", lambda: events.append("engine") or real_load())
     assert compile_default_nets(lambda nets: events.append(f"ready {nets}")) == 8
     assert events == ["engine", "ready 8"]
+
+
+def test_the_app_and_the_cache_check_load_neither_numba_nor_the_time_slice_model() -> None:
+    """A warm restart is ready once the paper's default answers are warm: importing the
+    app and checking the kernels' stamp must not load Numba (0.3 s), the time-slice
+    model or SciPy's sparse matrices; the warm-up loads them after readiness."""
+    script = (
+        "import json, sys\n"
+        "import app.main\n"
+        "from app.service.warmup import kernels_cached\n"
+        "kernels_cached()\n"
+        "heavy = ('numba', 'llvmlite', 'transport.timeslice', 'scipy.sparse')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(heavy))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == []
