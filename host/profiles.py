@@ -197,6 +197,6 @@ def host_profile(name: str) -> HostProfile:
         return HOST_PROFILES[name]
     except KeyError:
         raise WorkloadError(
-            f"unknown host profile {name!r}; known profiles: {sorted(HOST_PROFILES)}",
+            f"unknown host profile {name!r}; known profiles: {', '.join(sorted(HOST_PROFILES))}",
             field="profile",
         ) from None

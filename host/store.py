@@ -267,7 +267,7 @@ class ProfileStore:
         row = self._read(lambda s: s.get(_ProfileRow, name))
         if row is None:
             raise WorkloadError(
-                f"unknown host profile {name[:64]!r}; known profiles: {self._names()}",
+                f"unknown host profile {name[:64]!r}; known profiles: {', '.join(self._names())}",
                 field="profile",
             )
         return _stored(row)

@@ -17,12 +17,20 @@ of ``GET /bottleneck-rate``, on a local process pool or a Dask cluster::
 
 from .axes import axis_values
 from .errors import PlanningError
-from .points import INPUT_FIELDS, RESULT_FIELDS, evaluate_point, resolve_point, solve_point
+from .points import (
+    INPUT_FIELDS,
+    REQUIRED_INPUTS,
+    RESULT_FIELDS,
+    evaluate_point,
+    resolve_point,
+    solve_point,
+)
 from .sweep import DEFAULT_MAX_POINTS, SweepResult, plan_batches, run_sweep, sweep_points
 
 __all__ = [
     "DEFAULT_MAX_POINTS",
     "INPUT_FIELDS",
+    "REQUIRED_INPUTS",
     "RESULT_FIELDS",
     "PlanningError",
     "SweepResult",

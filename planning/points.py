@@ -23,6 +23,7 @@ T = TypeVar("T")
 
 __all__ = [
     "INPUT_FIELDS",
+    "REQUIRED_INPUTS",
     "RESULT_FIELDS",
     "evaluate_point",
     "evaluate_points",
@@ -31,6 +32,9 @@ __all__ = [
     "resolve_point",
     "solve_point",
 ]
+
+#: The inputs every point needs (the rest have defaults).
+REQUIRED_INPUTS = ("cpu_tasks", "io_tasks", "file_size", "propagation_delay")
 
 #: Every input of a point: its name in ``GET /bottleneck-rate`` -> its kind
 #: (``int``, ``float``, ``size`` in bytes, ``bitrate`` in bit/s, ``duration`` in s,
@@ -148,7 +152,7 @@ def resolve_point(point: Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(point) - set(INPUT_FIELDS))
     if unknown:
         raise PlanningError(unknown[0], f"not an input of GET /bottleneck-rate: {unknown[0]!r}")
-    for name in ("cpu_tasks", "io_tasks", "file_size", "propagation_delay"):
+    for name in REQUIRED_INPUTS:
         if point.get(name) is None:
             raise PlanningError(name, "required")
     try:

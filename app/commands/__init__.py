@@ -165,7 +165,9 @@ def _usage_line(error: click.UsageError) -> str:
     if isinstance(error, click.BadParameter) and error.param is not None:
         param = error.param
         if isinstance(param, click.Option):
-            name = max(param.opts, key=len)
+            # The first long spelling declared: one name per option in every command's
+            # errors (`--delay`, also spelled `--propagation-delay`; `--cpu-tasks`, not -C).
+            name = next((opt for opt in param.opts if opt.startswith("--")), param.opts[0])
         else:
             name = param.human_readable_name
         if isinstance(error, click.MissingParameter):

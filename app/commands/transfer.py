@@ -438,8 +438,8 @@ def provisional_note(auto: dict[str, Any]) -> str:
     advice=True,
 )
 @click.option(
-    "--propagation-delay",
     "--delay",
+    "--propagation-delay",
     "propagation_delay",
     default=None,
     help="One-way delay for --rate auto, e.g. 5ms [default: half the control connection's "

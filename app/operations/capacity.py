@@ -25,7 +25,7 @@ from app.schemas.units import (
     parse_size,
 )
 from host import HOST_PROFILES, Workload, WorkloadError, end_system_state_count
-from planning import INPUT_FIELDS, PlanningError, axis_values
+from planning import INPUT_FIELDS, REQUIRED_INPUTS, PlanningError, axis_values
 
 __all__ = [
     "PlotCache",
@@ -75,7 +75,8 @@ def parse_inputs(
     Raises
     ------
     PlanningError
-        Naming the input at fault.
+        Naming the input at fault; a required input (:data:`planning.REQUIRED_INPUTS`)
+        given neither a value nor an axis is one.
     """
     base: dict[str, Any] = {}
     axes: dict[str, list[Any]] = {}
@@ -112,6 +113,10 @@ def parse_inputs(
             raise PlanningError(name, f"one value expected here, got {len(values)}")
         else:
             axes[name] = values
+    # Missing for every point: bad input, not a sweep of failed records.
+    for name in REQUIRED_INPUTS:
+        if name not in base and name not in axes:
+            raise PlanningError(name, "required")
     return base, axes
 
 

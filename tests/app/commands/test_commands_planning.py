@@ -169,3 +169,23 @@ def test_a_servers_refusal_names_the_option_as_a_local_one_does(server_url: str)
     r = CliRunner().invoke(what_if_command, [*args, "--model", "timeslice", "--server", server_url])
     assert r.exit_code == 2
     assert r.output.strip().startswith("blastrate: error: --model: what-if ranks upgrades")
+
+
+@pytest.mark.parametrize("command", ["rate", "curve", "sweep", "what-if"])
+@pytest.mark.parametrize(
+    ("leave_out", "name"),
+    [(("--delay", "100ms"), "--delay"), (("--file-size", "500MB"), "--file-size")],
+)
+def test_a_missing_input_is_named_alike_by_every_command(
+    command: str, leave_out: tuple[str, str], name: str
+) -> None:
+    # One vocabulary: a missing delay is `--delay` whichever command (it is also spelled
+    # --propagation-delay), and a sweep missing an input for every point is bad input,
+    # not a table of failed points with exit 0.
+    from app.commands import main
+
+    args = ["-C", "2", "-I", "1", "--file-size", "500MB", "--delay", "100ms"]
+    at = args.index(leave_out[0])
+    r = CliRunner().invoke(main, [command, *args[:at], *args[at + 2 :]])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().splitlines() == [f"blastrate: error: {name}: required"]
