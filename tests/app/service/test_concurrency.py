@@ -24,6 +24,7 @@ from app.schemas.problems import FieldProblem, ProblemError
 
 SETTINGS = {"warm_up": False, "log_level": "warning", "solve_workers": 1}
 QUERY = {"cpu_tasks": 2, "io_tasks": 1, "file_size": "500MB", "propagation_delay": "100ms"}
+_TRANSFER = {"file_size": "500MB", "propagation_delay": "100ms"}
 
 
 NIC = {
@@ -202,8 +203,16 @@ COMPUTING = [
     ("GET", "/plots/transfer-time", {"params": QUERY}),
     ("GET", "/plots/loss", {"params": QUERY}),
     ("GET", "/plots/service-time-cdf", {"params": {"cpu_tasks": 2, "io_tasks": 1}}),
-    ("GET", "/plots/bottleneck-rate-grid", {"params": {"cpu_tasks": "0..2", "io_tasks": "0,1"}}),
-    ("GET", "/plots/sweep", {"params": {"cpu_tasks": 2, "io_tasks": "0..2", "cores": "1,2"}}),
+    (
+        "GET",
+        "/plots/bottleneck-rate-grid",
+        {"params": {"cpu_tasks": "0..2", "io_tasks": "0,1", **_TRANSFER}},
+    ),
+    (
+        "GET",
+        "/plots/sweep",
+        {"params": {"cpu_tasks": 2, "io_tasks": "0..2", "cores": "1,2", **_TRANSFER}},
+    ),
 ]
 
 
