@@ -480,13 +480,15 @@ def test_a_flooded_transfer_makes_progress_round_after_round(
     assert still_flooding  # the flood lasted the whole transfer
     assert (out / "data.bin").read_bytes() == data
     missing = [r["missing_after"] for r in report["rounds"]]
-    # What is missing never grows, shrinks in all rounds but at most one, and the file is
-    # whole within 6 rounds (before: 11).  A strict shrink in every round failed once in
-    # CI ([198, 15, 15, 7, 0]) with four test workers on two cores beside the flood: a
-    # resend of 15 datagrams can all be lost to a starved receiver.
+    # What is missing never grows and shrinks in all rounds but at most one (before: no
+    # progress while the flood ran, 11 rounds).  A strict shrink in every round failed once
+    # in CI ([198, 15, 15, 7, 0]) with four test workers on two cores beside the flood: a
+    # resend of 15 datagrams can all be lost to a starved receiver.  How many rounds it
+    # takes depends on how starved: 2 or 3 on a quiet machine, 9 once in CI ([522, 303, 128,
+    # 24, 18, 13, ...], shrinking every round), so the bound on rounds is loose.
     pairs = list(zip([report["packets"], *missing], missing, strict=False))
     assert all(b <= a for a, b in pairs), missing
-    assert sum(b == a for a, b in pairs) <= 1 and len(missing) <= 6, missing
+    assert sum(b == a for a, b in pairs) <= 1 and len(missing) <= 10, missing
     assert received["rejected"] > 1_000
 
 
