@@ -25,6 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+# The time-slice model's functions are reached as transport.X when called, not imported
+# here: the service imports this module at start, and the model brings Numba, the SRN engine
+# and scipy.sparse with it (0.3-0.5 s before readiness; tests/app/service/test_warmup.py).
 import transport
 from host import HostProfile, Workload
 from transport import (

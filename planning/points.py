@@ -104,7 +104,7 @@ def input_name(library_field: str) -> str:
 
 def _reason(exc: Exception, field: str) -> str:
     """The message of ``exc`` without a leading ``"<field>: "`` (and only that: a colon
-    later in the reason, as in "known profiles: [...]", belongs to it)."""
+    later in the reason, as in "known profiles: a, b", belongs to it)."""
     text = str(exc)
     return text[len(field) + 2 :] if text.startswith(field + ": ") else text
 

@@ -33,8 +33,13 @@ for candidate in "${candidates[@]}"; do
 done
 if [ "$installed" = false ]; then
   # uv (Astral's installer, pinned in constraints.txt) installs the same pins in about
-  # 9 s where pip takes 44 s on a fresh 2-core machine: most of a fresh clone's first
-  # minute. pip does it when uv cannot be had (no wheel for this platform, say).
+  # 16 s with empty caches where pip takes 44 s on a fresh 2-core machine: most of a fresh
+  # clone's first minute. pip does it when uv cannot be had (no wheel for this platform,
+  # say). uv does not read pip's configuration: a mirror set for pip is passed on.
+  export UV_INDEX_URL="${UV_INDEX_URL:-${PIP_INDEX_URL:-}}"
+  export UV_EXTRA_INDEX_URL="${UV_EXTRA_INDEX_URL:-${PIP_EXTRA_INDEX_URL:-}}"
+  [ -n "$UV_INDEX_URL" ] || unset UV_INDEX_URL
+  [ -n "$UV_EXTRA_INDEX_URL" ] || unset UV_EXTRA_INDEX_URL
   if "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
       -c "$root/constraints.txt" uv >/dev/null 2>&1 &&
     "$venv/bin/uv" pip install --quiet --compile-bytecode --python "$venv/bin/python" \
@@ -50,7 +55,9 @@ if [ "$installed" = false ]; then
   # editable install leaves them as sources, and where bytecode is never written
   # (PYTHONDONTWRITEBYTECODE, as on CI machines) every command compiled about a hundred
   # of them again: 0.14 s of each `blastrate` start, 0.27 s to 0.21 s for `blastrate rate`.
-  "$venv/bin/python" -m compileall -q -j 0 "$root"/{app,datamover,host,planning,queues,srn,transport} >/dev/null
+  # Not fatal: without it every start is only slower.
+  "$venv/bin/python" -m compileall -q -j 0 "$root"/{app,datamover,host,planning,queues,srn,transport} >&2 ||
+    echo "scripts/_venv.sh: compiling the project's modules failed; starts will be slower" >&2
   touch "$stamp"
 fi
 # SuiteSparse's AMD ordering (BSD-3) halves the engine's sparse LU time on grid-like

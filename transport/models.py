@@ -29,6 +29,12 @@ service, ``blastrate rate``/``curve`` and the planning answer with
 :data:`DEFAULT_RECEIVER_MODEL`, the paper's, whose tables they reproduce; ``model=``
 names the other.  ``tests/benchmarks/test_validation_pool.py`` checks that the committed
 runs still choose :data:`DEFAULT_ADVICE_MODEL`.
+
+The time-slice model's defaults and work bound (:data:`MAX_TIME_SLICE_WORK`,
+:func:`time_slice_work`) live here rather than in :mod:`transport.timeslice`: the
+receiver's advice and the service's routes check them at import and per request, and
+importing the model itself brings Numba and the SRN engine, which the service's start
+should not wait for.
 """
 
 from typing import Literal

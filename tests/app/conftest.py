@@ -33,8 +33,8 @@ with warnings.catch_warnings():
 @pytest.fixture(scope="session", autouse=True)
 def compiled_kernels() -> None:
     """Compile the project's Numba kernels once, in this process and one thread, before
-    any service test runs (the app's tests are collected first, so in a whole run this
-    is before any test at all).
+    any service test runs (in a whole run the first tests handed out, the suite's longest
+    (``@pytest.mark.long``), include service tests, so this comes before almost any other).
 
     On a fresh machine Numba's disk cache is empty, and tests that run the service
     compute in several threads and worker processes at once; two of them compiling the

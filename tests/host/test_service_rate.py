@@ -36,7 +36,9 @@ from host.service_rate import DIRECT_MAX_STATES
 SX280 = host_profile("sx280-2007")
 
 
-@settings(max_examples=60, deadline=None)
+# 60 fixed draws (150 random ones took 14 s of the suite, each against 50-digit chains);
+# derandomized as the small-chain accuracy test is: CI must not find a new one at random.
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(
     cpu=st.integers(0, 12),
     io=st.integers(0, 8),

@@ -100,4 +100,4 @@ def test_a_raising_callback_stops_the_compiled_explorer(
     assert not [t for t in threading.enumerate() if t.name.startswith("srn-explore")]
     ((status, states),) = returned
     assert status == kernels.STOPPED
-    assert states < 454_475
+    assert states < 2_546_432
