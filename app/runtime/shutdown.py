@@ -35,17 +35,23 @@ log = logging.getLogger("blastrate.shutdown")
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def _exit_now(code: int) -> None:
-    """``os._exit``, after removing this process's multiprocessing temp folder.
+def _remove_multiprocessing_tempdir() -> None:
+    """Remove this process's multiprocessing temp folder (``pymp-*``) now.
 
-    The fork server's socket lives in a ``pymp-*`` folder that multiprocessing removes
-    from an ``atexit`` hook, which ``os._exit`` skips: without this, every server ended by
-    the watchdog (a Ctrl-C while it was still starting, a solve stuck past the bound)
-    left one behind in the temp directory.
+    The fork server's socket lives there, and multiprocessing removes it from an
+    ``atexit`` hook, which a process that ends by ``os._exit`` or by a signal's default
+    action never runs.
     """
     tempdir = getattr(multiprocessing.current_process(), "_config", {}).get("tempdir")
     if tempdir:
         shutil.rmtree(tempdir, ignore_errors=True)
+
+
+def _exit_now(code: int) -> None:
+    """``os._exit``, after removing this process's multiprocessing temp folder: without
+    that, every server ended by the watchdog (a Ctrl-C while it was still starting, a
+    solve stuck past the bound) left one behind in the temp directory."""
+    _remove_multiprocessing_tempdir()
     os._exit(code)
 
 
@@ -78,6 +84,7 @@ class BoundedShutdown:
         self._exit = exit
         self._previous: dict[int, Any] = {}
         self._begun = threading.Event()
+        self._terminated = False
         self.installed = False
 
     def install(self) -> bool:
@@ -90,15 +97,24 @@ class BoundedShutdown:
         return True
 
     def uninstall(self) -> None:
-        """Give the signals back to the handlers found at :meth:`install`."""
+        """Give the signals back to the handlers found at :meth:`install`.
+
+        After a SIGTERM this is the process's last chance to remove multiprocessing's temp
+        folder: uvicorn, once stopped, raises the SIGTERM again under the handler it found
+        (the default action), so the process ends by the signal and no ``atexit`` hook
+        runs.  Every ``kill`` of a server left its fork server's ``pymp-*`` folder behind.
+        """
         if not self.installed or threading.current_thread() is not threading.main_thread():
             return
         for sig, handler in self._previous.items():
             if signal.getsignal(sig) == self._on_signal:
                 signal.signal(sig, handler)
         self.installed = False
+        if self._terminated:
+            _remove_multiprocessing_tempdir()
 
     def _on_signal(self, sig: int, frame: FrameType | None) -> None:
+        self._terminated = self._terminated or sig == signal.SIGTERM
         self.begin(signal.Signals(sig).name)
         previous = self._previous.get(sig)
         if callable(previous):

@@ -8,10 +8,12 @@ import os
 import pty
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import httpx
+import pytest
 from cli_support import RATE, blastrate, cycle_net, invoke, write_json
 
 from app.commands.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_USAGE
@@ -247,6 +249,44 @@ def test_serve_and_ask_it_from_another_process(unused_port: int, tmp_path: Path)
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_server_ended_by_sigterm_leaves_nothing_in_the_temp_directory(
+    unused_port: int, workers: int
+) -> None:
+    """Before: every `kill` of `blastrate serve` left its fork server's ``pymp-*`` folder
+    (one per worker): uvicorn ends the process by raising the SIGTERM again under its
+    default action, so multiprocessing's ``atexit`` clean-up never ran.  (A short folder:
+    a socket's path has at most 107 bytes.)"""
+    url = f"http://127.0.0.1:{unused_port}"
+    with tempfile.TemporaryDirectory(prefix="srv-") as folder:
+        env = {**os.environ, "TMPDIR": folder, "BLASTRATE_SOLVE_WORKERS": "1"}
+        server = subprocess.Popen(
+            [
+                *blastrate(),
+                "serve",
+                "--port",
+                str(unused_port),
+                "--workers",
+                str(workers),
+                "--log-level",
+                "warning",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            _wait_ready(url, server)
+            # A worker's pool, and so its fork server, is up once it answers ready.
+            assert any(name.startswith("pymp-") for name in os.listdir(folder))
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+        # One process ends by the signal, as uvicorn intends; a supervisor of workers exits 0.
+        assert server.returncode == (-signal.SIGTERM if workers == 1 else 0)
+        assert [n for n in os.listdir(folder) if n.startswith("pymp-")] == []
 
 
 def test_a_spinner_on_a_terminal_only(tmp_path: Path) -> None:
