@@ -726,7 +726,10 @@ def send(
     envvar="BLASTRATE_NO_CALIBRATE",
     help="Do not measure this host at first start when it has no profile of its own: "
     "advise from the paper's sx280-2007 until `blastrate calibrate` (env "
-    "BLASTRATE_NO_CALIBRATE).",
+    "BLASTRATE_NO_CALIBRATE). A measured profile becomes the default of the profile "
+    "database, which every checkout of this user shares (BLASTRATE_DATABASE_URL names "
+    "another); as root the measurement makes a veth pair between two network namespaces "
+    "of its own.",
 )
 @_secret_options
 @click.option("--json", "as_json", is_flag=True, help="Print each report as JSON.")
