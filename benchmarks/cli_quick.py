@@ -28,7 +28,6 @@ import json
 import os
 import random
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,8 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from service_latency import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD = ["-C", "2", "-I", "1", "--file-size", "500MB", "--delay", "100ms"]
@@ -81,16 +82,10 @@ def _wall(argv: list[str], timeout: float = TIMEOUT_S) -> float:
     return time.perf_counter() - start
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @contextlib.contextmanager
 def _receiver(folder: Path, env: dict[str, str]) -> Iterator[int]:
     """A ``blastrate receive`` on loopback for the send case; its control port."""
-    port = _free_port()
+    port = free_port()  # the receiver's TCP control port
     out = folder / "received"
     out.mkdir()
     proc = subprocess.Popen(

@@ -36,10 +36,9 @@ if [ "$installed" = false ]; then
   # 16 s with empty caches where pip takes 44 s on a fresh 2-core machine: most of a fresh
   # clone's first minute. pip does it when uv cannot be had (no wheel for this platform,
   # say). uv does not read pip's configuration: a mirror set for pip is passed on.
-  export UV_INDEX_URL="${UV_INDEX_URL:-${PIP_INDEX_URL:-}}"
-  export UV_EXTRA_INDEX_URL="${UV_EXTRA_INDEX_URL:-${PIP_EXTRA_INDEX_URL:-}}"
-  [ -n "$UV_INDEX_URL" ] || unset UV_INDEX_URL
-  [ -n "$UV_EXTRA_INDEX_URL" ] || unset UV_EXTRA_INDEX_URL
+  [ -z "${PIP_INDEX_URL:-}" ] || export UV_INDEX_URL="${UV_INDEX_URL:-$PIP_INDEX_URL}"
+  [ -z "${PIP_EXTRA_INDEX_URL:-}" ] ||
+    export UV_EXTRA_INDEX_URL="${UV_EXTRA_INDEX_URL:-$PIP_EXTRA_INDEX_URL}"
   if "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
       -c "$root/constraints.txt" uv >/dev/null 2>&1 &&
     "$venv/bin/uv" pip install --quiet --compile-bytecode --python "$venv/bin/python" \

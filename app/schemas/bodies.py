@@ -54,19 +54,7 @@ from transport.models import DEFAULT_RECEIVER_MODEL, NicService, ReceiverModelNa
 from .inputs import (
     _PROFILE_DOC,
     BOOLEAN_MARK,
-    MAX_BYTES,
-    MAX_CORES,
-    MAX_DELAY_S,
-    MAX_DISKS,
-    MAX_LINE_RATE,
-    MAX_LIST,
     MAX_NAME_CHARS,
-    MAX_PACKETS,
-    MAX_PAYLOAD_BYTES,
-    MAX_RATE,
-    MAX_TASKS,
-    MIN_BIT_RATE,
-    MIN_RATE,
     Expression,
     Flag,
     HostOverrides,
@@ -75,6 +63,20 @@ from .inputs import (
     RequestModel,
     TransferRequest,
     WorkloadModel,
+)
+from .limits import (
+    MAX_BYTES,
+    MAX_CORES,
+    MAX_DELAY_S,
+    MAX_DISKS,
+    MAX_LINE_RATE,
+    MAX_LIST,
+    MAX_PACKETS,
+    MAX_PAYLOAD_BYTES,
+    MAX_RATE,
+    MAX_TASKS,
+    MIN_BIT_RATE,
+    MIN_RATE,
 )
 
 

@@ -13,14 +13,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
-from .limits import (  # noqa: F401  (the bounds, re-exported beside the models)
+from .limits import (
     MAX_BYTES,
     MAX_CORES,
     MAX_DELAY_S,
     MAX_DISKS,
     MAX_EXPRESSION_CHARS,
     MAX_LINE_RATE,
-    MAX_LIST,
     MAX_PACKETS,
     MAX_PAYLOAD_BYTES,
     MAX_RATE,
