@@ -19,6 +19,12 @@ Two hosts, each with a profile database of its own made in this run:
   start does; every later start advises from it.
 * **calibrated**: ``blastrate calibrate --line-rate LINE`` (the product's calibration,
   given the line rate as a user who knows the link would), run before any cell.
+* **calibrated-no-wakeup** (an ablation; only when named in ``--hosts``, with
+  ``calibrated``): the same calibration as the calibration before the wake-up fit made it
+  (:func:`without_wakeup_fit`): mu_net the never-sleeping loopback measurement, no
+  ``wakeup_s``, and c_C for that mu_net.  Its cells are shuffled among the others', so
+  the two calibrations are compared in the same run, setting by setting
+  (``calibrated / calibrated-no-wakeup``: auto's time, paired by C, buffer and delay).
 
 Cells: both hosts x C = 0..3 busy loops on the receiver's core x both socket buffers
 (the default and ``--rcvbuf``) x ``--delays``, in a shuffled order, each with a fresh
@@ -294,6 +300,67 @@ def pooled(
     return {"cells": len(per_cell), "gmean": point, "ci95": [float(lo), float(hi)]}
 
 
+def host_against_host(
+    cells: list[dict[str, Any]],
+    host: str,
+    other: str,
+    rng: np.random.Generator,
+    resamples: int = 4000,
+) -> dict[str, Any]:
+    """``host``'s auto time over ``other``'s, paired by setting (C, buffer, delay): the
+    geometric mean over settings of the ratio of the two cells' geometric means over
+    blocks, with a 95 % interval from resampling blocks within each cell."""
+
+    def autos(cell: dict[str, Any]) -> np.ndarray:
+        times = [b["auto"]["total_s"] for b in cell["blocks"] if b.get("auto", {}).get("ok")]
+        return np.log(np.asarray(times, dtype=float))
+
+    def key(cell: dict[str, Any]) -> tuple[Any, ...]:
+        return (cell["cpu_tasks"], cell["rcvbuf"], cell["delay"])
+
+    mine = {key(c): autos(c) for c in cells if c["host"] == host}
+    theirs = {key(c): autos(c) for c in cells if c["host"] == other}
+    pairs = [(mine[k], theirs[k]) for k in mine if k in theirs and mine[k].size and theirs[k].size]
+    if not pairs:
+        return {"settings": 0, "gmean": None, "ci95": None}
+    point = float(np.exp(np.mean([a.mean() - b.mean() for a, b in pairs])))
+    draws = np.empty(resamples)
+    for k in range(resamples):
+        draws[k] = np.mean(
+            [
+                a[rng.integers(0, a.size, a.size)].mean()
+                - b[rng.integers(0, b.size, b.size)].mean()
+                for a, b in pairs
+            ]
+        )
+    lo, hi = np.exp(np.percentile(draws, [2.5, 97.5]))
+    return {"settings": len(pairs), "gmean": point, "ci95": [float(lo), float(hi)]}
+
+
+def without_wakeup_fit(
+    profile: dict[str, Any], provenance: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A calibration as ``blastrate calibrate`` made it before it fitted the wake-up cost.
+
+    mu_net goes back to the never-sleeping loopback measurement (``net.mu_net``),
+    ``wakeup_s`` and ``per_datagram_s`` go, and each c_C is solved again for that mu_net
+    from the same drained rate: the contention run gave ``1 + c = left / (b drained)``
+    with the fit's b, and ``1 + c = left mu N / drained`` before, so ``1 + c_before =
+    (1 + c) b mu N`` (clipped to [0.001, 1000] as the calibration clips it).
+    """
+    mu = float(provenance["net"]["mu_net"]["mean"])
+    n = int(profile["coalesce_packets"])
+    before = {k: v for k, v in provenance.items() if k not in ("wakeup_s", "per_datagram_s")}
+    b = provenance.get("per_datagram_s")
+    table = provenance.get("effective_competitors")
+    if b and table:
+        before["effective_competitors"] = [
+            min(max((1.0 + c) * b * mu * n - 1.0, 1e-3), 1e3) for c in table
+        ]
+    before["method"] = f"{provenance.get('method')}; ablation: without the wake-up fit"
+    return {**profile, "mu_net": mu}, before
+
+
 def advice_cost(cells: list[dict[str, Any]], cpu_tasks: int = 2) -> dict[str, Any]:
     """What the advice adds to a transfer with C busy loops beside the receiver (s,
     medians over blocks): auto's total minus the same-rate fixed send's, auto's wait from
@@ -323,7 +390,7 @@ def report(result: dict[str, Any]) -> dict[str, Any]:
     """The pooled tables of a run (printed, and returned for the JSON)."""
     rng = np.random.default_rng(35)
     tables: dict[str, Any] = {}
-    for host in ("out-of-the-box", "calibrated"):
+    for host in ("out-of-the-box", "calibrated", "calibrated-no-wakeup"):
         cells = [c for c in result["cells"] if c["host"] == host]
         if not cells:
             continue
@@ -354,6 +421,14 @@ def report(result: dict[str, Any]) -> dict[str, Any]:
             shown = "n/a" if row["gmean"] is None else f"{row['gmean']:.3f}"
             interval = "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
             print(f"{name:32s} {shown}{interval}  ({row['cells']} cells)")
+    paired = host_against_host(result["cells"], "calibrated", "calibrated-no-wakeup", rng)
+    if paired["gmean"] is not None:
+        tables["calibrated / calibrated-no-wakeup"] = paired
+        ci = paired["ci95"]
+        print(
+            f"\n## calibrated / calibrated-no-wakeup, auto's time paired by setting: "
+            f"{paired['gmean']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] ({paired['settings']} settings)"
+        )
     cost = advice_cost(result["cells"])
     tables["advice_cost"] = cost
     print(
@@ -404,6 +479,19 @@ def _calibrate(link: Link, env: dict[str, str], line: float) -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
+def _store_default(
+    env: dict[str, str], profile: dict[str, Any], provenance: dict[str, Any]
+) -> None:
+    """Store a profile as the host default of the database ``env`` names, as
+    ``blastrate calibrate`` stores its own (the product's store)."""
+    from host import HostProfile
+    from host.store import ProfileStore
+
+    store = ProfileStore(env["BLASTRATE_DATABASE_URL"])
+    store.put(HostProfile(**profile), provenance=provenance)
+    store.set_default(profile["name"])
+
+
 def _first_start(
     link: Link, rx_cpu: int, env: dict[str, str], out: Path, log: Path, deadline: float
 ) -> str:
@@ -446,6 +534,12 @@ def main() -> None:
                 f"--other-models: {m!r} is not one of the models other than the default "
                 f"({', '.join(x for x in RECEIVER_MODELS if x != DEFAULT_ADVICE_MODEL)})"
             )
+    hosts = args.hosts.split(",")
+    known = ("out-of-the-box", "calibrated", "calibrated-no-wakeup")
+    if not hosts or any(h not in known for h in hosts):
+        ap.error(f"--hosts: each of {', '.join(known)}, got {args.hosts!r}")
+    if "calibrated-no-wakeup" in hosts and "calibrated" not in hosts:
+        ap.error("--hosts: calibrated-no-wakeup is made from calibrated's calibration")
     if args.rescore:
         report(json.loads(Path(args.rescore).read_text()))
         return
@@ -498,6 +592,11 @@ def main() -> None:
                 result["calibration"] = cal["profile"]
                 result["calibration_provenance"] = cal["provenance"]
                 print(f"# calibrated: {cal['profile']}", flush=True)
+                if "calibrated-no-wakeup" in envs:
+                    profile, provenance = without_wakeup_fit(cal["profile"], cal["provenance"])
+                    _store_default(envs["calibrated-no-wakeup"], profile, provenance)
+                    result["ablation"] = {"profile": profile, "provenance": provenance}
+                    print(f"# calibrated-no-wakeup: {profile}", flush=True)
             if "out-of-the-box" in envs:
                 said = _first_start(
                     link, rx_cpu, envs["out-of-the-box"], out, work / "first.log", deadline

@@ -75,9 +75,11 @@ def quick_calibration(
     (:func:`datamover.receive_path.calibration_receive_path`), mu_io_cpu and mu_disk from
     two runs of 100 random lines of a 16 MiB file, the scheduler's slice from two runs of
     0.5 s, and, where a veth link can be made (root), the kernel's cost per datagram k
-    from two runs of 0.5 s and c_1..c_3 from one run of 0.3 s each
-    (:func:`host.kernel_path.measure_kernel_share`).  Coefficients of variation come out
-    several times those of a full calibration; the provenance says ``"kind": "quick"``.
+    from two runs of 0.5 s, the receive path's cost per wake-up and per datagram from
+    two passes over four paced runs of 0.25 s (then mu_net is ``1 / (a + N b)``), and
+    c_1..c_3 from one run of 0.3 s each (:func:`host.kernel_path.measure_kernel_share`).
+    Coefficients of variation come out several times those of a full calibration; the
+    provenance says ``"kind": "quick"``.
 
     Parameters
     ----------
@@ -142,7 +144,12 @@ def quick_calibration(
         between()
     time_slice = measure_time_slice(cpu=receiver_cpu, runs=2, seconds=0.5)
     profile = calibrated_profile(
-        name, net, io, buffer_packets=buffer_packets, line_rate_bps=net.sender_rate_bps.mean
+        name,
+        net,
+        io,
+        buffer_packets=buffer_packets,
+        line_rate_bps=net.sender_rate_bps.mean,
+        mu_net=kernel.mu_net(batch_packets),
     )
     provenance = calibration_provenance(
         net,

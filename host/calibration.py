@@ -913,6 +913,7 @@ def calibrated_profile(
     *,
     buffer_packets: int,
     line_rate_bps: float,
+    mu_net: float | None = None,
 ) -> HostProfile:
     """A :class:`HostProfile` from calibration means (rates in 1/s).
 
@@ -926,12 +927,17 @@ def calibrated_profile(
         K, from :func:`measure_buffer_packets`.
     line_rate_bps : float
         Line rate (bit/s): e.g. the sender's measured maximum.
+    mu_net : float, optional
+        Wake-ups per second of the receiver's CPU to use instead of ``net``'s: ``1 / (a +
+        N b)`` from the wake-up fit on the kernel path
+        (:meth:`host.kernel_path.KernelShare.mu_net`), which counts what a wake-up from
+        sleep costs; ``net`` measures a receiver that never sleeps.
     """
     return HostProfile(
         name=name,
         mu_io_cpu=io.mu_io_cpu.mean,
         mu_disk=io.mu_disk.mean,
-        mu_net=net.mu_net.mean,
+        mu_net=net.mu_net.mean if mu_net is None else mu_net,
         buffer_packets=buffer_packets,
         coalesce_packets=min(net.batch_packets, buffer_packets),
         line_rate_bps=line_rate_bps,

@@ -24,6 +24,9 @@ between the two namespaces made here, bounded in count and time.
 
 * :func:`measure_kernel_cost`: k, from paced datagrams into a socket nobody reads, the
   receive core's busy time by the kernel's own accounting, a quiet window subtracted;
+* :func:`measure_wakeup_cost`: the receive path's own cost on its core, per wake-up (a,
+  the model's ``wakeup_s``) and per datagram (b), from paced runs of the product's receive
+  path on a GRO socket, the kernel's k taken out;
 * :func:`measure_competitors`: c_C for C = 1, 2, ... busy loops on the receiver's core,
   from how many datagrams a backlogged receiver drains beside them.
 """
@@ -51,11 +54,14 @@ from .calibration import Spread
 __all__ = [
     "KernelShare",
     "VethPair",
+    "WakeupCost",
     "cpu_busy_s",
+    "fit_wakeup_cost",
     "measure_competitors",
     "measure_kernel_cost",
     "measure_kernel_share",
     "measure_sender_rate",
+    "measure_wakeup_cost",
     "veth_unavailable",
 ]
 
@@ -175,11 +181,14 @@ def udp_arrived() -> int:
     return sum(int(values[head.index(k)]) for k in ("InDatagrams", "NoPorts", "InErrors"))
 
 
-def _sink(ns: str, conn: Any, stop: Any) -> None:
+def _sink(ns: str, conn: Any, stop: Any, cpu: int | None = None) -> None:
     # A UDP socket that nobody reads: datagrams sent to it cost the receive core only
     # the kernel's work, up to the full socket.  Answers each message on ``conn`` with
-    # udp_arrived() of its namespace.
+    # udp_arrived() of its namespace and, when pinned to ``cpu``, that core's busy
+    # seconds and the time (_busy_here; NaN unpinned).
     enter_namespace(ns)
+    if cpu is not None:
+        _pin(cpu)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.bind((_RX_ADDR, 0))
@@ -188,15 +197,22 @@ def _sink(ns: str, conn: Any, stop: Any) -> None:
     while not stop.is_set() and time.monotonic() < end:
         if conn.poll(0.05):
             conn.recv()
-            conn.send(udp_arrived())
+            busy = math.nan if cpu is None else _busy_here(cpu)
+            conn.send((udp_arrived(), busy, time.monotonic()))
     sock.close()
 
 
 def _arrived(conn: Any) -> int:
+    return _sink_totals(conn)[0]
+
+
+def _sink_totals(conn: Any) -> tuple[int, float, float]:
+    # The sink's datagrams arrived, its core's busy seconds, and when (its clock).
     conn.send("count")
     if not conn.poll(10):
         raise RuntimeError("the kernel-cost sink stopped answering")
-    return int(conn.recv())
+    arrived, busy, when = conn.recv()
+    return int(arrived), float(busy), float(when)
 
 
 @contextlib.contextmanager
@@ -241,9 +257,12 @@ def measure_kernel_cost(
 
     Datagrams paced at ``rate_bps`` go from ``pair.tx_ns`` (the sender pinned to
     ``tx_cpu``) into a socket that nobody reads in ``pair.rx_ns``.  k is the busy time
-    that the kernel accounts to ``pair.rx_cpu`` meanwhile (:func:`cpu_busy_s`), less
-    what the same core was busy with in a window without traffic just before, per
-    datagram that reached UDP (:func:`udp_arrived`).  (A ``SCHED_IDLE`` spinner,
+    of ``pair.rx_cpu`` meanwhile, less what the same core was busy with in a window
+    without traffic just before, per datagram that reached UDP (:func:`udp_arrived`).
+    The busy time is the clock less the core's idle residency (cpuidle, read on that
+    core by the sink pinned there), which counts every softirq exactly; ``/proc/stat``
+    (:func:`cpu_busy_s`, the fallback without cpuidle) samples it by the tick, and a
+    tickless idle core's short softirq bursts fall between ticks.  (A ``SCHED_IDLE`` spinner,
     :class:`host.calibration.IdleSpinner`, measures the same thing, but on this shared
     virtual machine its speed drifts by more than the kernel's share at these rates;
     ``benchmarks/kernel_cost.py`` compares the two.)
@@ -288,29 +307,31 @@ def measure_kernel_cost(
     datagram = bytes(datagram_bytes)
     costs: list[float] = []
     cpu = pair.rx_cpu
+    old = os.sched_getaffinity(0)
     try:
-        with _child(ctx, _sink, pair.rx_ns, child, stop):
+        _pin(tx_cpu)  # this process's own waiting stays off the receive core
+        with _child(ctx, _sink, pair.rx_ns, child, stop, cpu):
             if not parent.poll(10):
                 raise RuntimeError("the kernel-cost sink did not start")
             address = (pair.rx_address, parent.recv())
             for _ in range(runs):
-                t0, b0 = time.monotonic(), cpu_busy_s(cpu)
+                _, b0, t0 = _sink_totals(parent)
                 time.sleep(seconds / 2)
-                n1 = _arrived(parent)
-                t1, b1 = time.monotonic(), cpu_busy_s(cpu)
-                background = (b1 - b0) / (t1 - t0)
+                n1, b1, t1 = _sink_totals(parent)
+                background = max(b1 - b0, 0.0) / (t1 - t0)
                 out = ctx.Array("d", 2, lock=False)
                 with _child(
                     ctx, _paced, pair.tx_ns, address, [datagram], rate_pps, seconds, tx_cpu, out
                 ):
                     pass
-                t2, b2 = time.monotonic(), cpu_busy_s(cpu)
-                delivered = _arrived(parent) - n1
+                n2, b2, t2 = _sink_totals(parent)
+                delivered = n2 - n1
                 if delivered > 0:
                     costs.append(max(b2 - b1 - background * (t2 - t1), 0.0) / delivered)
             stop.set()
     finally:
         stop.set()
+        os.sched_setaffinity(0, old)
     if not costs:
         raise RuntimeError("no datagram reached the kernel-cost sink")
     return Spread.of(costs)
@@ -353,6 +374,22 @@ def _busy(cpu: int, stop: Any, seconds: float) -> None:
             pass
 
 
+def _receiver_socket(ns: str, cpu: int, rcvbuf_bytes: int | None) -> socket.socket:
+    # A measurement's receiving socket as `blastrate receive` makes its own, in namespace
+    # ``ns`` with this process pinned to ``cpu``: non-blocking, with UDP GRO (one datagram
+    # per read on a kernel without it), bound on the pair's receiving end.
+    enter_namespace(ns)
+    _pin(cpu)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if rcvbuf_bytes is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
+    with contextlib.suppress(OSError):
+        sock.setsockopt(_SOL_UDP, _UDP_GRO, 1)
+    sock.bind((_RX_ADDR, 0))
+    sock.setblocking(False)
+    return sock
+
+
 def _drain(
     ns: str,
     cpu: int,
@@ -365,13 +402,7 @@ def _drain(
     # The receiver of a contention run: the product's receive path, backlogged, for
     # ``seconds`` from its first datagram; sends (datagrams taken, wall seconds, datagrams
     # that reached UDP meanwhile).
-    enter_namespace(ns)
-    _pin(cpu)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    if rcvbuf_bytes is not None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
-    sock.bind((_RX_ADDR, 0))
-    sock.setblocking(False)
+    sock = _receiver_socket(ns, cpu, rcvbuf_bytes)
     sel = selectors.DefaultSelector()
     sel.register(sock, selectors.EVENT_READ)
     wakeup = receive_path(sock)
@@ -522,6 +553,8 @@ def measure_competitors(
 #: UDP segmentation offload (linux/udp.h), as ``datamover.segments`` sets it: the
 #: measurement's sender sends as the product's does (host sits below datamover).
 _SOL_UDP, _UDP_SEGMENT = 17, 103
+#: UDP GRO (linux/udp.h), as ``datamover.segments.enable_gro`` sets it on a receiver.
+_UDP_GRO = 104
 #: The product sender's batch spacing (``datamover.sender.BATCH_SPACING_S``) and the most
 #: datagrams one segmented send carries.
 _BATCH_SPACING_S, _MAX_SEGMENTS, _MAX_SEND_BYTES = 50e-6, 64, 65_507
@@ -600,6 +633,299 @@ def _paced(
         s.close()
 
 
+def _paced_receiver(
+    ns: str,
+    cpu: int,
+    receive_path: Callable[[socket.socket], Callable[[int], int]],
+    batch: int,
+    rcvbuf_bytes: int | None,
+    conn: Any,
+) -> None:
+    # The receiver of the wake-up runs: the product's receive path on a GRO socket, woken
+    # by its selector as `blastrate receive` is.  Each message on ``conn`` is answered
+    # with its totals so far (wake-ups that took something, datagrams taken); "stop"
+    # ends it.  The pipe waits in the same selector, so asking costs no wake-up a system
+    # call.  Bounded at 300 s.
+    sock = _receiver_socket(ns, cpu, rcvbuf_bytes)
+    sel = selectors.DefaultSelector()
+    sel.register(sock, selectors.EVENT_READ, "udp")
+    sel.register(conn, selectors.EVENT_READ, "conn")
+    wakeup = receive_path(sock)
+    conn.send(sock.getsockname()[1])
+    wakeups = taken = 0
+    end = time.monotonic() + 300
+    try:
+        while time.monotonic() < end:
+            for key, _ in sel.select(timeout=0.5):
+                if key.data == "udp":
+                    n = wakeup(batch)
+                    if n:
+                        wakeups += 1
+                        taken += n
+                elif conn.recv() == "stop":
+                    return
+                else:
+                    conn.send((wakeups, taken, _busy_here(cpu), time.monotonic()))
+    finally:
+        sel.close()
+        sock.close()
+
+
+def _busy_here(cpu: int) -> float:
+    # Busy seconds of ``cpu`` (up to a constant), read on that CPU: the monotonic clock
+    # less the residency of its idle states (cpuidle, in microseconds), which counts every
+    # interrupt, softirq and switch as busy, exactly.  Read elsewhere, an idle period under
+    # way would be missing; this CPU is busy reading.  Without cpuidle: /proc/stat's
+    # accounting, sampled by the tick.
+    root = f"/sys/devices/system/cpu/cpu{cpu}/cpuidle"
+    try:
+        states = [e.path for e in os.scandir(root) if e.name.startswith("state")]
+        idle_us = 0
+        for state in states:
+            with open(os.path.join(state, "time")) as f:
+                idle_us += int(f.read())
+    except (OSError, ValueError):
+        return cpu_busy_s(cpu)
+    if not states:
+        return cpu_busy_s(cpu)
+    return time.monotonic() - idle_us / 1e6
+
+
+def _totals(conn: Any) -> tuple[int, int, float, float]:
+    # The receiver's totals (wake-ups, datagrams, its core's busy seconds) and when.
+    conn.send("count")
+    if not conn.poll(10):
+        raise RuntimeError("the wake-up receiver stopped answering")
+    wakeups, taken, busy, when = conn.recv()
+    return int(wakeups), int(taken), float(busy), float(when)
+
+
+def fit_wakeup_cost(
+    wakeups: Sequence[float], datagrams: Sequence[float], own_s: Sequence[float]
+) -> tuple[float, float, float]:
+    """a and b such that ``own_s ~ a * wakeups + b * datagrams``, both >= 0.
+
+    Non-negative least squares (:func:`scipy.optimize.nnls`) over the runs: the
+    receiver's own CPU seconds in each run against its wake-ups and datagrams.  Runs at
+    different rates take different numbers of datagrams per wake-up (the sender's batches
+    grow with the rate, and a receiver that falls behind finds more waiting), which is
+    what tells a from b.
+
+    Parameters
+    ----------
+    wakeups, datagrams : sequence of float
+        Per run: wake-ups that took something, and datagrams taken.
+    own_s : sequence of float
+        Per run: the receiver's own CPU seconds (s).
+
+    Returns
+    -------
+    per_wakeup_s, per_datagram_s : float
+        a and b (s).
+    residual_s : float
+        The fit's residual norm (s).
+    """
+    from scipy.optimize import nnls  # the calibration's only SciPy use: import on demand
+
+    w = [float(x) for x in wakeups]
+    d = [float(x) for x in datagrams]
+    y = [float(x) for x in own_s]
+    if not (len(w) == len(d) == len(y)) or len(w) < 2:
+        raise ValueError("fit_wakeup_cost needs two or more runs of equal length")
+    if not all(math.isfinite(v) and v >= 0 for v in (*w, *d)):
+        raise ValueError("wake-ups and datagrams must be finite and >= 0")
+    if not all(math.isfinite(v) for v in y):
+        raise ValueError("own_s must be finite")
+    import numpy as np
+
+    (a, b), residual = nnls(np.column_stack([w, d]), np.asarray(y))
+    return float(a), float(b), float(residual)
+
+
+@dataclass(frozen=True)
+class WakeupCost:
+    """The receive path's own cost on its core, as :func:`measure_wakeup_cost` found it.
+
+    Attributes
+    ----------
+    per_wakeup_s : float
+        a: what a wake-up costs beyond its datagrams (s): the scheduler's wake-up and
+        switch, the selector, the read that finds the socket empty.  The time-slice
+        model's ``wakeup_s``: a backlogged receiver does not pay it.
+    per_datagram_s : float
+        b: the receive path's cost per datagram (s): the read's share, the checks, the
+        write.
+    residual_s : float
+        The fit's residual norm (s).
+    rate_bps : float
+        The rate the fractions were of (bit/s).
+    runs : tuple of dict
+        Per run: ``fraction``, ``wakeups``, ``datagrams``, ``own_s`` (the core's busy
+        seconds less the quiet rate and ``k * datagrams``) and ``seconds``.
+    """
+
+    per_wakeup_s: float
+    per_datagram_s: float
+    residual_s: float
+    rate_bps: float
+    runs: tuple[dict[str, float], ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        """Both costs positive: a fit that clipped either to 0 says nothing of it."""
+        return self.per_wakeup_s > 0 and self.per_datagram_s > 0
+
+    def mu_net(self, batch_packets: int) -> float:
+        """Wake-ups of ``batch_packets`` datagrams per second of the receiver's CPU,
+        ``1 / (a + N b)``: the model's mu_net, a wake-up's whole cost included (1/s)."""
+        return 1.0 / (self.per_wakeup_s + batch_packets * self.per_datagram_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields, as a calibration's provenance stores them."""
+        return {
+            "per_wakeup_s": self.per_wakeup_s,
+            "per_datagram_s": self.per_datagram_s,
+            "residual_s": self.residual_s,
+            "rate_bps": self.rate_bps,
+            "runs": [dict(r) for r in self.runs],
+        }
+
+
+def measure_wakeup_cost(
+    pair: VethPair,
+    *,
+    tx_cpu: int,
+    rate_bps: float,
+    datagrams: Sequence[bytes],
+    payload_bytes: int,
+    receive_path: Callable[[socket.socket], Callable[[int], int]],
+    batch_packets: int,
+    kernel_s_per_datagram: float,
+    fractions: Sequence[float] = (0.2, 0.4, 0.6, 0.8),
+    runs: int = 1,
+    seconds: float = 0.5,
+    rcvbuf_bytes: int | None = None,
+) -> WakeupCost:
+    """a and b: the receive path's own cost per wake-up and per datagram, over ``pair``.
+
+    The receiver (``receive_path``, the product's, on a GRO socket pinned to
+    ``pair.rx_cpu``) takes datagrams paced at each of ``fractions`` of ``rate_bps``, in
+    the product sender's batches, ``runs`` times over.  In each run the receive core's
+    busy time (:func:`cpu_busy_s`), less its rate with the receiver waiting and nothing
+    sent, and less ``kernel_s_per_datagram`` for each datagram, is the receiver's own
+    time; :func:`fit_wakeup_cost` splits it into a per wake-up and b per datagram.  (The
+    lab's calibration in ``benchmarks/validate_transfer.py`` fits the same two costs from
+    whole transfers.)
+
+    Parameters
+    ----------
+    pair : VethPair
+        The link, entered.
+    tx_cpu : int
+        The sender's core (not ``pair.rx_cpu``); this process waits there too.
+    rate_bps : float
+        Payload bit rate (bit/s) that ``fractions`` are of: one the receiver keeps up
+        with, so that nothing is lost and every datagram is counted.
+    datagrams : sequence of bytes
+        What the sender sends, round robin (valid for ``receive_path``).
+    payload_bytes : int
+        Payload bytes per datagram (for the rate).
+    receive_path : callable
+        ``receive_path(sock)`` -> wake-up function ``(limit) -> datagrams taken``.
+    batch_packets : int
+        N, the wake-up's limit.
+    kernel_s_per_datagram : float
+        k (:func:`measure_kernel_cost`), s.
+    fractions : sequence of float, default (0.2, 0.4, 0.6, 0.8)
+        Rates to pace at, as fractions of ``rate_bps`` in (0, 1].
+    runs : int, default 1
+        Passes over ``fractions`` (1..20).
+    seconds : float, default 0.5
+        Length of each paced run (s), in (0, 60].
+    rcvbuf_bytes : int, optional
+        SO_RCVBUF of the receiving socket (default: the system's).
+
+    Returns
+    -------
+    WakeupCost
+
+    Raises
+    ------
+    RuntimeError
+        When a child process fails to start or the receiver takes nothing.
+    """
+    if tx_cpu == pair.rx_cpu:
+        raise ValueError("the sender's core must not be the receive core")
+    if not 1 <= runs <= 20:
+        raise ValueError(f"runs must lie in [1, 20], got {runs}")
+    if not 0 < seconds <= 60:
+        raise ValueError(f"seconds must lie in (0, 60], got {seconds}")
+    if not fractions or not all(0 < f <= 1 for f in fractions):
+        raise ValueError(f"fractions must lie in (0, 1], got {list(fractions)}")
+    if not (rate_bps > 0 and math.isfinite(rate_bps)):
+        raise ValueError(f"rate_bps must be positive, got {rate_bps}")
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    rate_pps = rate_bps / (8.0 * payload_bytes)
+    ring = list(datagrams)
+    cpu = pair.rx_cpu
+    rows: list[dict[str, float]] = []
+    old = os.sched_getaffinity(0)
+    try:
+        _pin(tx_cpu)  # this process's own waiting stays off the receive core
+        with _child(
+            ctx, _paced_receiver, pair.rx_ns, cpu, receive_path, batch_packets, rcvbuf_bytes, child
+        ):
+            if not parent.poll(10):
+                raise RuntimeError("the wake-up receiver did not start")
+            address = (pair.rx_address, parent.recv())
+            try:
+                _, _, b0, t0 = _totals(parent)
+                time.sleep(seconds / 2)
+                _, _, b1, t1 = _totals(parent)
+                quiet = max(b1 - b0, 0.0) / (t1 - t0)
+                for fraction in [f for _ in range(runs) for f in fractions]:
+                    w0, d0, b1, t1 = _totals(parent)
+                    out = ctx.Array("d", 2, lock=False)
+                    with _child(
+                        ctx,
+                        _paced,
+                        pair.tx_ns,
+                        address,
+                        ring,
+                        fraction * rate_pps,
+                        seconds,
+                        tx_cpu,
+                        out,
+                    ):
+                        pass
+                    # Stragglers still in the socket are read within a wake-up or two.
+                    time.sleep(0.01)
+                    w1, d1, b2, t2 = _totals(parent)
+                    wakeups, taken = w1 - w0, d1 - d0
+                    own = (b2 - b1) - quiet * (t2 - t1) - kernel_s_per_datagram * taken
+                    rows.append(
+                        {
+                            "fraction": float(fraction),
+                            "wakeups": float(wakeups),
+                            "datagrams": float(taken),
+                            "own_s": own,
+                            "seconds": t2 - t1,
+                        }
+                    )
+            finally:
+                parent.send("stop")
+    finally:
+        os.sched_setaffinity(0, old)
+    used = [r for r in rows if r["datagrams"] > 0]
+    if len(used) < 2:
+        raise RuntimeError("the wake-up receiver took nothing")
+    a, b, residual = fit_wakeup_cost(
+        [r["wakeups"] for r in used], [r["datagrams"] for r in used], [r["own_s"] for r in used]
+    )
+    return WakeupCost(a, b, residual, float(rate_bps), tuple(rows))
+
+
 @dataclass(frozen=True)
 class KernelShare:
     """What a calibration learned of the kernel's part of the receiver's core.
@@ -623,14 +949,27 @@ class KernelShare:
     kernel_s: Spread | None = None
     effective_competitors: list[float] = field(default_factory=list)
     rate_bps: float = 0.0
+    wakeup: WakeupCost | None = None
+
+    def mu_net(self, batch_packets: int) -> float | None:
+        """The model's mu_net from the wake-up fit, ``1 / (a + N b)`` (1/s), as the lab's
+        calibration makes it; None when the fit was not made or clipped a cost to 0."""
+        if self.wakeup is None or not self.wakeup.usable:
+            return None
+        return self.wakeup.mu_net(batch_packets)
 
     def provenance(self) -> dict[str, Any]:
         """The fields a stored calibration carries (``transport.time_slice_costs`` reads
-        ``kernel_s_per_datagram`` and ``effective_competitors``)."""
+        ``kernel_s_per_datagram``, ``wakeup_s`` and ``effective_competitors``)."""
         out: dict[str, Any] = {"kernel_path": self.path, "kernel_path_note": self.note}
         if self.kernel_s is not None:
             out["kernel_s_per_datagram"] = self.kernel_s.mean
             out["kernel"] = self.kernel_s.to_dict()
+        if self.wakeup is not None:
+            out["wakeup_fit"] = self.wakeup.to_dict()
+            if self.wakeup.usable:
+                out["wakeup_s"] = self.wakeup.per_wakeup_s
+                out["per_datagram_s"] = self.wakeup.per_datagram_s
         if self.effective_competitors:
             out["effective_competitors"] = list(self.effective_competitors)
             out["competitors_rate_bps"] = self.rate_bps
@@ -654,7 +993,13 @@ def measure_kernel_share(
     path: str = "auto",
     between: Callable[[], None] | None = None,
 ) -> KernelShare:
-    """k and c_C on the receiver's kernel path, or why not: what both calibrations call.
+    """k, the wake-up cost and c_C on the receiver's kernel path, or why not: what both
+    calibrations call.
+
+    In order: k (:func:`measure_kernel_cost`); the receive path's cost per wake-up and
+    per datagram (:func:`measure_wakeup_cost`, ``min(runs, 3)`` passes of runs half as
+    long as ``seconds``); c_C (:func:`measure_competitors`, with the backlogged capacity
+    ``1 / b`` of that fit where both its costs came out positive, else ``capacity_pps``).
 
     ``path="auto"`` measures on a :class:`VethPair` where one can be made (root, ``ip``)
     and otherwise returns a loopback :class:`KernelShare` that says why; ``"veth"``
@@ -725,6 +1070,27 @@ def measure_kernel_share(
                 runs=runs,
                 seconds=seconds,
             )
+            if between is not None:
+                between()
+            # Paced below what the receiver keeps up with beside the kernel, so that
+            # every datagram is taken and counted.
+            keep_up = 8.0 * payload_bytes / (1.0 / capacity_pps + k.mean)
+            wakeup = measure_wakeup_cost(
+                pair,
+                tx_cpu=tx_cpu,
+                rate_bps=min(rate, keep_up),
+                datagrams=datagrams,
+                payload_bytes=payload_bytes,
+                receive_path=receive_path,
+                batch_packets=batch_packets,
+                kernel_s_per_datagram=k.mean,
+                runs=min(runs, 3),
+                seconds=0.5 * seconds,
+            )
+            if wakeup.usable:
+                # A backlogged receiver does not sleep: it takes a datagram per b of its
+                # CPU (the model's backlogged service; the lab's calibrate_contention).
+                capacity_pps = 1.0 / wakeup.per_datagram_s
             # Where the kernel alone would take half the core, c is still seen clearly;
             # far above it, what the kernel leaves is a small difference of large terms.
             c_rate = min(rate, 0.5 * 8.0 * payload_bytes / k.mean) if k.mean > 0 else rate
@@ -754,8 +1120,10 @@ def measure_kernel_share(
     return KernelShare(
         "veth+rps",
         f"veth pair between two namespaces of its own, RPS to CPU {rx_cpu}; k at "
-        f"{0.6 * rate / 1e6:.0f} Mbit/s, c_C at {c_rate / 1e6:.0f} Mbit/s",
+        f"{0.6 * rate / 1e6:.0f} Mbit/s, wake-up cost at 20-80 % of "
+        f"{wakeup.rate_bps / 1e6:.0f} Mbit/s, c_C at {c_rate / 1e6:.0f} Mbit/s",
         kernel_s=k,
         effective_competitors=competitors,
         rate_bps=c_rate,
+        wakeup=wakeup,
     )

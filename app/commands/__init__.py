@@ -97,9 +97,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "calibrate": (
         ".host_calibrate",
         "calibrate",
-        "Measure mu_net, mu_io_cpu, mu_disk, K, the scheduler's time slice and the kernel's "
-        "part of the receiver's core (k, c_C) on this host, store them as profile NAME and "
-        "make it this host's default (unless --no-default).",
+        "Measure mu_net, mu_io_cpu, mu_disk, K, the scheduler's time slice, the receive "
+        "path's cost per wake-up and the kernel's part of the receiver's core (k, c_C) on "
+        "this host, store them as profile NAME and make it this host's default (unless "
+        "--no-default).",
     ),
     "convert": (
         ".srn_files",

@@ -5,8 +5,11 @@ receive path of ``blastrate receive`` itself (:class:`datamover.receive_path.Rec
 N datagrams per wake-up, each checked and stored) for mu_net, the random-line reader
 with the page cache defeated for mu_io_cpu and mu_disk, and the real socket buffer K in
 datagrams; and, on a veth link with RPS to the receiver's core where one can be made,
-the kernel's CPU time per datagram k and the competitors c_C that the scheduler makes
-of C busy loops (:mod:`host.kernel_path`; over loopback neither can be seen).  Every
+the kernel's CPU time per datagram k, the receive path's cost per wake-up a and per
+datagram b from paced runs (then mu_net is ``1 / (a + N b)``, what a wake-up from sleep
+costs counted, as the validation's lab calibration makes it) and the competitors c_C
+that the scheduler makes of C busy loops (:mod:`host.kernel_path`; over loopback none
+of them can be seen).  Every
 figure is the mean of several runs, reported with its spread.  The
 profile goes to the profile store (``host.store.ProfileStore``) with the full
 measurement as provenance.
@@ -155,9 +158,10 @@ def calibrate(
     no_default: bool,
     as_json: bool,
 ) -> None:
-    """Measure mu_net, mu_io_cpu, mu_disk, K, the scheduler's time slice and the kernel's
-    part of the receiver's core (k, c_C) on this host, store them as profile NAME and
-    make it this host's default (unless --no-default)."""
+    """Measure mu_net, mu_io_cpu, mu_disk, K, the scheduler's time slice, the receive
+    path's cost per wake-up and the kernel's part of the receiver's core (k, c_C) on this
+    host, store them as profile NAME and make it this host's default (unless
+    --no-default)."""
     try:
         file_bytes = parse_size(file_size, "file_size")
         buffer = None if rcvbuf is None else parse_size(rcvbuf, "rcvbuf")
@@ -210,7 +214,7 @@ def calibrate(
     line = fixed_line if fixed_line is not None else net.sender_rate_bps.mean
     try:
         profile: HostProfile = calibrated_profile(
-            name, net, io, buffer_packets=k, line_rate_bps=line
+            name, net, io, buffer_packets=k, line_rate_bps=line, mu_net=kernel.mu_net(batch)
         )
     except WorkloadError as exc:
         _fail(exc.field or "name", str(exc), 2)
@@ -268,6 +272,18 @@ def calibrate(
     if kernel.kernel_s is not None:
         _spread_row(table, "kernel k", "us/datagram", kernel.kernel_s, 1e-6)
     print_table(table)
+    if kernel.wakeup is not None:
+        fit = kernel.wakeup
+        used = (
+            f"profile's mu_net = 1/(a + N b) = {fit.mu_net(batch):.4g}/s"
+            if fit.usable
+            else "not used (a cost came out 0): profile's mu_net as measured above"
+        )
+        click.echo(
+            f"receive path: {fit.per_wakeup_s * 1e6:.1f} us per wake-up (a), "
+            f"{fit.per_datagram_s * 1e6:.2f} us per datagram (b) over {len(fit.runs)} "
+            f"paced runs; {used}"
+        )
     if kernel.effective_competitors:
         shown = ", ".join(f"{c:.3g}" for c in kernel.effective_competitors)
         click.echo(f"competitors c_C for C = 1..{len(kernel.effective_competitors)}: {shown}")

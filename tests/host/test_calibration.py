@@ -96,6 +96,16 @@ def test_calibrated_profile_uses_the_means() -> None:
     p = calibrated_profile("here", net, _Io(), buffer_packets=90, line_rate_bps=2e9)  # type: ignore[arg-type]
     assert (p.mu_io_cpu, p.mu_disk, p.mu_net) == (6000.0, 1000.0, net.mu_net.mean)
     assert (p.buffer_packets, p.coalesce_packets, p.packet_payload_bytes) == (90, 8, 1468)
+    # The wake-up fit's mu_net, 1/(a + N b), replaces the never-sleeping receiver's.
+    fitted = calibrated_profile(
+        "here",
+        net,
+        _Io(),  # type: ignore[arg-type]
+        buffer_packets=90,
+        line_rate_bps=2e9,
+        mu_net=1234.5,
+    )
+    assert fitted.mu_net == 1234.5 and fitted.mu_io_cpu == 6000.0
 
 
 def test_idle_spinner_sees_a_busy_loop_take_the_cpu() -> None:

@@ -13,8 +13,12 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from datamover import HEADER_BYTES
 from datamover.receive_path import calibration_receive_path
@@ -50,6 +54,62 @@ def test_what_a_calibration_stores_is_what_the_model_reads() -> None:
     )
     assert costs.kernel_s_per_datagram == pytest.approx(1.6e-5, rel=1e-12)
     assert costs.effective_competitors == (0.5, 2.9, 2.6)
+
+
+def test_a_wake_up_fit_is_stored_for_the_model_only_when_both_costs_are_positive() -> None:
+    fit = kp.WakeupCost(4.0e-5, 3.0e-6, 1e-3, 1e9)
+    share = kp.KernelShare("veth+rps", "test", kernel_s=Spread.of([2e-7]), wakeup=fit)
+    # mu_net = 1 / (a + N b): 1 / (40 + 16 * 3) us.
+    mu = share.mu_net(16)
+    assert mu == pytest.approx(1.0 / 88e-6, rel=1e-12)
+    calibrated = host_profile(DEFAULT_PROFILE).replace(mu_net=mu)
+    costs = time_slice_costs(share.provenance(), calibrated)
+    assert costs.wakeup_s == 4.0e-5
+    clipped = kp.KernelShare("veth+rps", "test", wakeup=kp.WakeupCost(0.0, 3e-6, 1e-3, 1e9))
+    assert clipped.mu_net(16) is None
+    assert "wakeup_s" not in clipped.provenance() and "wakeup_fit" in clipped.provenance()
+    assert time_slice_costs(clipped.provenance(), host_profile(DEFAULT_PROFILE)).wakeup_s == 0
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    a=st.floats(1e-6, 1e-3),
+    b=st.floats(1e-7, 1e-4),
+    per_wakeup=st.lists(st.floats(1.0, 64.0), min_size=3, max_size=8, unique=True),
+)
+def test_the_wake_up_fit_recovers_exact_costs(a: float, b: float, per_wakeup: list[float]) -> None:
+    # Reference: the 2x2 normal equations solved directly (numpy.linalg.solve), on runs
+    # whose datagrams per wake-up differ; the data are exact, so both give a and b to
+    # rounding (rel 1e-6: the columns differ in scale by up to 64x).
+    w = np.array([1000.0 + 100 * i for i in range(len(per_wakeup))])
+    d = w * np.array(per_wakeup)
+    y = a * w + b * d
+    got_a, got_b, residual = kp.fit_wakeup_cost(w, d, y)
+    x = np.column_stack([w, d])
+    ref = np.linalg.solve(x.T @ x, x.T @ y)
+    assert got_a == pytest.approx(ref[0], rel=1e-6) and got_a == pytest.approx(a, rel=1e-6)
+    assert got_b == pytest.approx(ref[1], rel=1e-6) and got_b == pytest.approx(b, rel=1e-6)
+    assert residual <= 1e-9 * float(np.linalg.norm(y))
+
+
+def test_the_wake_up_fit_clips_a_negative_cost_to_zero() -> None:
+    # Runs whose time falls with the wake-ups at a fixed number of datagrams imply a < 0;
+    # the fit sets a = 0 and b is then the one-parameter least squares sum(d y) / sum(d^2).
+    w = np.array([100.0, 200.0, 400.0])
+    d = np.array([1000.0, 1000.0, 2000.0])
+    y = np.array([0.004, 0.0035, 0.007])
+    a, b, _ = kp.fit_wakeup_cost(w, d, y)
+    assert a == 0.0
+    assert b == pytest.approx(float(d @ y / (d @ d)), rel=1e-12)
+
+
+def test_the_wake_up_fit_refuses_bad_runs() -> None:
+    with pytest.raises(ValueError, match="two or more"):
+        kp.fit_wakeup_cost([1.0], [2.0], [3.0])
+    with pytest.raises(ValueError, match="finite"):
+        kp.fit_wakeup_cost([1.0, float("nan")], [2.0, 3.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="finite"):
+        kp.fit_wakeup_cost([1.0, 2.0], [2.0, 3.0], [1.0, float("inf")])
 
 
 def test_no_measurement_leaves_the_models_defaults() -> None:
@@ -110,6 +170,13 @@ def test_kernel_cost_and_competitors_on_a_real_link() -> None:
     assert 0.0 <= share.kernel_s.mean < 1e-3
     assert len(share.effective_competitors) == 2
     assert all(1e-3 <= c <= 1e3 for c in share.effective_competitors)
+    # The wake-up fit ran on the product's receive path: every paced run took datagrams
+    # in fewer wake-ups than datagrams... at most one wake-up per datagram, and the costs
+    # lie in physical bounds (quiet: a 40-50 us, b 2.5-3 us; benchmarks/kernel_cost.py).
+    fit = share.wakeup
+    assert fit is not None and len(fit.runs) == 4
+    assert all(0 < r["wakeups"] <= r["datagrams"] for r in fit.runs)
+    assert 0.0 <= fit.per_wakeup_s < 1e-2 and 0.0 <= fit.per_datagram_s < 1e-3
     assert _namespaces() == before
 
 
@@ -138,3 +205,26 @@ def test_the_measurements_sender_batches_as_the_products_does() -> None:
             assert all(len(x) == 1472 * batch for x in sends)
             if batch > 1:  # consecutive datagrams of the ring, round robin
                 assert sends[0][:1472] == ring[0] and sends[0][1472:2944] == ring[1]
+
+
+def test_the_wake_up_measurement_refuses_bad_arguments() -> None:
+    pair = SimpleNamespace(rx_cpu=0)
+    good = {
+        "tx_cpu": 1,
+        "rate_bps": 1e9,
+        "datagrams": [b"x"],
+        "payload_bytes": 1440,
+        "receive_path": lambda sock: lambda limit: 0,
+        "batch_packets": 16,
+        "kernel_s_per_datagram": 0.0,
+    }
+    for change, match in (
+        ({"tx_cpu": 0}, "sender's core"),
+        ({"runs": 0}, "runs"),
+        ({"seconds": 0.0}, "seconds"),
+        ({"fractions": (0.5, 1.5)}, "fractions"),
+        ({"fractions": ()}, "fractions"),
+        ({"rate_bps": float("nan")}, "rate_bps"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            kp.measure_wakeup_cost(pair, **{**good, **change})  # type: ignore[arg-type]

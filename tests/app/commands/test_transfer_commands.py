@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
 import threading
 import time
@@ -18,6 +19,9 @@ from app.commands.host_calibrate import calibrate
 from app.commands.transfer import receive, send
 from datamover import Receiver, ReceiverLimits, SendError, send_file
 from datamover.wire import DEFAULT_PAYLOAD_BYTES, MAX_ROUND
+from host import HostProfile
+from host.kernel_path import veth_unavailable
+from transport import time_slice_costs
 
 SECRET = "cli-test-secret-0123456789"
 LIMITS = ReceiverLimits(total_timeout_s=30, idle_timeout_s=10, accept_timeout_s=10)
@@ -267,6 +271,39 @@ def test_calibrate_quick_no_store(tmp_path: Path) -> None:
     )
     assert len(doc["provenance"]["net"]["mu_net"]["samples"]) == 2
     assert list(tmp_path.iterdir()) == []  # the I/O task's file was removed
+
+
+@pytest.mark.skipif(
+    veth_unavailable() is not None or len(os.sched_getaffinity(0)) < 2,
+    reason=f"a veth link needs root, ip and two CPUs ({veth_unavailable()})",
+)
+def test_calibrate_on_a_veth_link_stores_the_wake_up_cost_the_model_reads(
+    tmp_path: Path,
+) -> None:
+    # Issue #39 section 4: calibrate measures what the default model needs, the wake-up
+    # cost included; the profile's mu_net is then 1 / (a + N b) (reference: that formula
+    # from the stored fit), and the time-slice model reads wakeup_s from the provenance.
+    r = CliRunner().invoke(
+        calibrate,
+        [
+            "--name", "veth-host", "--runs", "1", "--seconds", "0.3", "--reads", "50",
+            "--file-size", "1MiB", "--dir", str(tmp_path), "--kernel-path", "veth",
+            "--no-store", "--json",
+        ],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    fit = doc["provenance"]["wakeup_fit"]
+    assert len(fit["runs"]) == 4 and all(run["datagrams"] > 0 for run in fit["runs"])
+    a, b = fit["per_wakeup_s"], fit["per_datagram_s"]
+    if a > 0 and b > 0:
+        assert doc["profile"]["mu_net"] == pytest.approx(1.0 / (a + 16 * b), rel=1e-12)
+        assert doc["provenance"]["wakeup_s"] == a
+        profile = HostProfile(**doc["profile"])
+        assert time_slice_costs(doc["provenance"], profile).wakeup_s == a
+    else:  # a fit that clipped a cost leaves the never-sleeping receiver's rate
+        assert "wakeup_s" not in doc["provenance"]
+        assert doc["profile"]["mu_net"] == doc["provenance"]["net"]["mu_net"]["mean"]
 
 
 def test_receive_advises_from_this_hosts_default_profile(tmp_path: Path) -> None:
