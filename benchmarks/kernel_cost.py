@@ -13,7 +13,7 @@ sender's batches), in shuffled interleaved blocks over several rates:
   datagrams into an unread socket, less a quiet window's just before;
 * **proc-stat**: the same, with the busy time that ``/proc/stat`` accounts to CPU 0 read
   from elsewhere (the calibration's clock before 2026-11-28; sampled by the tick);
-* **spinner**: the same datagrams with a ``SCHED_IDLE`` loop on CPU 0
+* **spinner**: the same sender and rates with a ``SCHED_IDLE`` loop on CPU 0
   (:class:`host.calibration.IdleSpinner`) measuring the core time everything else took,
   its speed taken from a quiet window just before each run.
 

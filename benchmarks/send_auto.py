@@ -349,7 +349,7 @@ def without_wakeup_fit(
     (1 + c) b mu N`` (clipped to [0.001, 1000] as the calibration clips it).
     """
     mu = float(provenance["net"]["mu_net"]["mean"])
-    n = int(profile["coalesce_packets"])
+    n = int(provenance["net"]["batch_packets"])  # the N the contention's capacity used
     before = {k: v for k, v in provenance.items() if k not in ("wakeup_s", "per_datagram_s")}
     b = provenance.get("per_datagram_s")
     table = provenance.get("effective_competitors")

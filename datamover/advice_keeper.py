@@ -149,7 +149,7 @@ def quick_calibration(
         io,
         buffer_packets=buffer_packets,
         line_rate_bps=net.sender_rate_bps.mean,
-        mu_net=kernel.mu_net(batch_packets),
+        mu_net=kernel.mu_net(min(batch_packets, buffer_packets)),  # the profile's N
     )
     provenance = calibration_provenance(
         net,

@@ -49,6 +49,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .calibration import Spread
 
 __all__ = [
@@ -260,9 +262,10 @@ def measure_kernel_cost(
     of ``pair.rx_cpu`` meanwhile, less what the same core was busy with in a window
     without traffic just before, per datagram that reached UDP (:func:`udp_arrived`).
     The busy time is the clock less the core's idle residency (cpuidle, read on that
-    core by the sink pinned there), which counts every softirq exactly; ``/proc/stat``
-    (:func:`cpu_busy_s`, the fallback without cpuidle) samples it by the tick, and a
-    tickless idle core's short softirq bursts fall between ticks.  (A ``SCHED_IDLE`` spinner,
+    core by the sink pinned there; :func:`cpu_busy_s`, ``/proc/stat`` sampled by the tick,
+    without cpuidle).  Neither sees the softirq work that an idle core does inside its
+    idle state (the haltpoll driver of a KVM guest counts it as idle), so on such a host
+    k comes out near 0 (``benchmarks/kernel_cost.py``).  (A ``SCHED_IDLE`` spinner,
     :class:`host.calibration.IdleSpinner`, measures the same thing, but on this shared
     virtual machine its speed drifts by more than the kernel's share at these rates;
     ``benchmarks/kernel_cost.py`` compares the two.)
@@ -671,12 +674,13 @@ def _paced_receiver(
         sock.close()
 
 
-def _busy_here(cpu: int) -> float:
-    # Busy seconds of ``cpu`` (up to a constant), read on that CPU: the monotonic clock
-    # less the residency of its idle states (cpuidle, in microseconds), which counts every
-    # interrupt, softirq and switch as busy, exactly.  Read elsewhere, an idle period under
-    # way would be missing; this CPU is busy reading.  Without cpuidle: /proc/stat's
-    # accounting, sampled by the tick.
+#: The clock each CPU's busy time is read with in this process, chosen at its first read:
+#: two reads of one measurement must never mix clocks.
+_BUSY_CLOCK: dict[int, str] = {}
+
+
+def _idle_residency_s(cpu: int) -> float | None:
+    # The residency of ``cpu``'s idle states since boot (cpuidle, microseconds), or None.
     root = f"/sys/devices/system/cpu/cpu{cpu}/cpuidle"
     try:
         states = [e.path for e in os.scandir(root) if e.name.startswith("state")]
@@ -685,10 +689,28 @@ def _busy_here(cpu: int) -> float:
             with open(os.path.join(state, "time")) as f:
                 idle_us += int(f.read())
     except (OSError, ValueError):
+        return None
+    return idle_us / 1e6 if states else None
+
+
+def _busy_here(cpu: int) -> float:
+    # Busy seconds of ``cpu`` (up to a constant), read on that CPU: the monotonic clock
+    # less the residency of its idle states, to the microsecond.  Read elsewhere, an idle
+    # period under way would be missing; this CPU is busy reading.  What it does not see:
+    # interrupt and softirq work that the core does while idling, which idle drivers that
+    # handle interrupts inside the idle state (haltpoll, on this VM) count as idle; it
+    # sees the tasks' own work and what interrupts a running task.  Without cpuidle:
+    # /proc/stat's accounting, sampled by the tick.  The clock is chosen at the first read
+    # and kept: a later read that cannot use it fails rather than mix clocks.
+    clock = _BUSY_CLOCK.get(cpu)
+    idle = _idle_residency_s(cpu) if clock in (None, "cpuidle") else None
+    if clock is None:
+        clock = _BUSY_CLOCK[cpu] = "proc-stat" if idle is None else "cpuidle"
+    if clock == "proc-stat":
         return cpu_busy_s(cpu)
-    if not states:
-        return cpu_busy_s(cpu)
-    return time.monotonic() - idle_us / 1e6
+    if idle is None:
+        raise RuntimeError(f"CPU {cpu}'s cpuidle residency became unreadable mid-measurement")
+    return time.monotonic() - idle
 
 
 def _totals(conn: Any) -> tuple[int, int, float, float]:
@@ -736,8 +758,6 @@ def fit_wakeup_cost(
         raise ValueError("wake-ups and datagrams must be finite and >= 0")
     if not all(math.isfinite(v) for v in y):
         raise ValueError("own_s must be finite")
-    import numpy as np
-
     (a, b), residual = nnls(np.column_stack([w, d]), np.asarray(y))
     return float(a), float(b), float(residual)
 
@@ -811,7 +831,8 @@ def measure_wakeup_cost(
     The receiver (``receive_path``, the product's, on a GRO socket pinned to
     ``pair.rx_cpu``) takes datagrams paced at each of ``fractions`` of ``rate_bps``, in
     the product sender's batches, ``runs`` times over.  In each run the receive core's
-    busy time (:func:`cpu_busy_s`), less its rate with the receiver waiting and nothing
+    busy time (its idle residency's complement, as :func:`measure_kernel_cost` reads it),
+    less its rate with the receiver waiting and nothing
     sent, and less ``kernel_s_per_datagram`` for each datagram, is the receiver's own
     time; :func:`fit_wakeup_cost` splits it into a per wake-up and b per datagram.  (The
     lab's calibration in ``benchmarks/validate_transfer.py`` fits the same two costs from
@@ -851,6 +872,8 @@ def measure_wakeup_cost(
 
     Raises
     ------
+    ValueError
+        On arguments out of range, or the receive core as the sender's.
     RuntimeError
         When a child process fails to start or the receiver takes nothing.
     """
@@ -876,6 +899,7 @@ def measure_wakeup_cost(
         with _child(
             ctx, _paced_receiver, pair.rx_ns, cpu, receive_path, batch_packets, rcvbuf_bytes, child
         ):
+            child.close()  # the receiver's end: a receiver that dies then ends the wait
             if not parent.poll(10):
                 raise RuntimeError("the wake-up receiver did not start")
             address = (pair.rx_address, parent.recv())

@@ -9,10 +9,9 @@ the kernel's CPU time per datagram k, the receive path's cost per wake-up a and 
 datagram b from paced runs (then mu_net is ``1 / (a + N b)``, what a wake-up from sleep
 costs counted, as the validation's lab calibration makes it) and the competitors c_C
 that the scheduler makes of C busy loops (:mod:`host.kernel_path`; over loopback none
-of them can be seen).  Every
-figure is the mean of several runs, reported with its spread.  The
-profile goes to the profile store (``host.store.ProfileStore``) with the full
-measurement as provenance.
+of them can be seen).  Every figure is the mean of several runs, reported with its
+spread.  The profile goes to the profile store (``host.store.ProfileStore``) with the
+full measurement as provenance.
 """
 
 from __future__ import annotations
@@ -214,7 +213,7 @@ def calibrate(
     line = fixed_line if fixed_line is not None else net.sender_rate_bps.mean
     try:
         profile: HostProfile = calibrated_profile(
-            name, net, io, buffer_packets=k, line_rate_bps=line, mu_net=kernel.mu_net(batch)
+            name, net, io, buffer_packets=k, line_rate_bps=line, mu_net=kernel.mu_net(min(batch, k))
         )
     except WorkloadError as exc:
         _fail(exc.field or "name", str(exc), 2)
@@ -275,7 +274,7 @@ def calibrate(
     if kernel.wakeup is not None:
         fit = kernel.wakeup
         used = (
-            f"profile's mu_net = 1/(a + N b) = {fit.mu_net(batch):.4g}/s"
+            f"profile's mu_net = 1/(a + N b) = {profile.mu_net:.4g}/s"
             if fit.usable
             else "not used (a cost came out 0): profile's mu_net as measured above"
         )

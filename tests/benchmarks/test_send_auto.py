@@ -32,7 +32,7 @@ def test_the_ablation_is_the_calibration_without_its_wake_up_fit() -> None:
     profile = {**host_profile(DEFAULT_PROFILE).to_dict(), "mu_net": 7_000.0}
     profile["coalesce_packets"] = n
     provenance: dict[str, Any] = {
-        "net": {"mu_net": {"mean": mu}},
+        "net": {"mu_net": {"mean": mu}, "batch_packets": n},
         "wakeup_s": 6e-5,
         "per_datagram_s": b,
         "effective_competitors": c_fit,

@@ -297,7 +297,8 @@ def test_calibrate_on_a_veth_link_stores_the_wake_up_cost_the_model_reads(
     assert len(fit["runs"]) == 4 and all(run["datagrams"] > 0 for run in fit["runs"])
     a, b = fit["per_wakeup_s"], fit["per_datagram_s"]
     if a > 0 and b > 0:
-        assert doc["profile"]["mu_net"] == pytest.approx(1.0 / (a + 16 * b), rel=1e-12)
+        n = doc["profile"]["coalesce_packets"]  # the model's N: min(--batch, K)
+        assert doc["profile"]["mu_net"] == pytest.approx(1.0 / (a + n * b), rel=1e-12)
         assert doc["provenance"]["wakeup_s"] == a
         profile = HostProfile(**doc["profile"])
         assert time_slice_costs(doc["provenance"], profile).wakeup_s == a
