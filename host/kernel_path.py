@@ -988,7 +988,8 @@ class KernelShare:
         out: dict[str, Any] = {"kernel_path": self.path, "kernel_path_note": self.note}
         if self.kernel_s is not None:
             out["kernel_s_per_datagram"] = self.kernel_s.mean
-            out["kernel"] = self.kernel_s.to_dict()
+            # Not "kernel": a stored calibration's provenance names the OS kernel so.
+            out["kernel_s"] = self.kernel_s.to_dict()
         if self.wakeup is not None:
             out["wakeup_fit"] = self.wakeup.to_dict()
             if self.wakeup.usable:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import socket
 import threading
 import time
@@ -294,6 +295,9 @@ def test_calibrate_on_a_veth_link_stores_the_wake_up_cost_the_model_reads(
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     fit = doc["provenance"]["wakeup_fit"]
+    # k's runs are kept beside the OS kernel's name, not overwritten by it.
+    assert doc["provenance"]["kernel_s"]["mean"] == doc["provenance"]["kernel_s_per_datagram"]
+    assert doc["provenance"]["kernel"] == platform.release()
     assert len(fit["runs"]) == 4 and all(run["datagrams"] > 0 for run in fit["runs"])
     a, b = fit["per_wakeup_s"], fit["per_datagram_s"]
     if a > 0 and b > 0:
