@@ -204,17 +204,18 @@ def _sink(ns: str, conn: Any, stop: Any, cpu: int | None = None) -> None:
     sock.close()
 
 
-def _arrived(conn: Any) -> int:
-    return _sink_totals(conn)[0]
-
-
-def _sink_totals(conn: Any) -> tuple[int, float, float]:
-    # The sink's datagrams arrived, its core's busy seconds, and when (its clock).
+def _ask(conn: Any, who: str) -> tuple[Any, ...]:
+    # A measurement child's totals, asked over its pipe: the kernel-cost sink answers
+    # (datagrams arrived, busy seconds, when), the wake-up receiver (wake-ups, datagrams
+    # taken, busy seconds, when); both clocks are the child's own.
     conn.send("count")
     if not conn.poll(10):
-        raise RuntimeError("the kernel-cost sink stopped answering")
-    arrived, busy, when = conn.recv()
-    return int(arrived), float(busy), float(when)
+        raise RuntimeError(f"the {who} stopped answering")
+    return tuple(conn.recv())
+
+
+def _arrived(conn: Any) -> int:
+    return int(_ask(conn, "kernel-cost sink")[0])
 
 
 @contextlib.contextmanager
@@ -318,16 +319,16 @@ def measure_kernel_cost(
                 raise RuntimeError("the kernel-cost sink did not start")
             address = (pair.rx_address, parent.recv())
             for _ in range(runs):
-                _, b0, t0 = _sink_totals(parent)
+                _, b0, t0 = _ask(parent, "kernel-cost sink")
                 time.sleep(seconds / 2)
-                n1, b1, t1 = _sink_totals(parent)
+                n1, b1, t1 = _ask(parent, "kernel-cost sink")
                 background = max(b1 - b0, 0.0) / (t1 - t0)
                 out = ctx.Array("d", 2, lock=False)
                 with _child(
                     ctx, _paced, pair.tx_ns, address, [datagram], rate_pps, seconds, tx_cpu, out
                 ):
                     pass
-                n2, b2, t2 = _sink_totals(parent)
+                n2, b2, t2 = _ask(parent, "kernel-cost sink")
                 delivered = n2 - n1
                 if delivered > 0:
                     costs.append(max(b2 - b1 - background * (t2 - t1), 0.0) / delivered)
@@ -713,15 +714,6 @@ def _busy_here(cpu: int) -> float:
     return time.monotonic() - idle
 
 
-def _totals(conn: Any) -> tuple[int, int, float, float]:
-    # The receiver's totals (wake-ups, datagrams, its core's busy seconds) and when.
-    conn.send("count")
-    if not conn.poll(10):
-        raise RuntimeError("the wake-up receiver stopped answering")
-    wakeups, taken, busy, when = conn.recv()
-    return int(wakeups), int(taken), float(busy), float(when)
-
-
 def fit_wakeup_cost(
     wakeups: Sequence[float], datagrams: Sequence[float], own_s: Sequence[float]
 ) -> tuple[float, float, float]:
@@ -904,12 +896,12 @@ def measure_wakeup_cost(
                 raise RuntimeError("the wake-up receiver did not start")
             address = (pair.rx_address, parent.recv())
             try:
-                _, _, b0, t0 = _totals(parent)
+                _, _, b0, t0 = _ask(parent, "wake-up receiver")
                 time.sleep(seconds / 2)
-                _, _, b1, t1 = _totals(parent)
+                _, _, b1, t1 = _ask(parent, "wake-up receiver")
                 quiet = max(b1 - b0, 0.0) / (t1 - t0)
                 for fraction in [f for _ in range(runs) for f in fractions]:
-                    w0, d0, b1, t1 = _totals(parent)
+                    w0, d0, b1, t1 = _ask(parent, "wake-up receiver")
                     out = ctx.Array("d", 2, lock=False)
                     with _child(
                         ctx,
@@ -925,7 +917,7 @@ def measure_wakeup_cost(
                         pass
                     # Stragglers still in the socket are read within a wake-up or two.
                     time.sleep(0.01)
-                    w1, d1, b2, t2 = _totals(parent)
+                    w1, d1, b2, t2 = _ask(parent, "wake-up receiver")
                     wakeups, taken = w1 - w0, d1 - d0
                     own = (b2 - b1) - quiet * (t2 - t1) - kernel_s_per_datagram * taken
                     rows.append(
