@@ -91,7 +91,7 @@ class Spread:
     mean, std, min, max : float
         Sample mean, sample standard deviation (0 for one run), extremes.
     cv : float
-        Coefficient of variation, std / mean.
+        Coefficient of variation, std / mean; NaN when the mean is 0.
     """
 
     samples: tuple[float, ...]
@@ -110,13 +110,14 @@ class Spread:
         return cls(xs, mean, std, min(xs), max(xs), std / mean if mean else math.nan)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+        """JSON-ready form (a cv that is not a number, of a zero mean, is None: JSON has
+        no NaN, and a stored provenance must be valid JSON)."""
         return {
             "mean": self.mean,
             "std": self.std,
             "min": self.min,
             "max": self.max,
-            "cv": self.cv,
+            "cv": self.cv if math.isfinite(self.cv) else None,
             "samples": list(self.samples),
         }
 

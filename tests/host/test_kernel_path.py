@@ -10,9 +10,11 @@ stores is what the time-slice model reads.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -229,3 +231,22 @@ def test_the_wake_up_measurement_refuses_bad_arguments() -> None:
     ):
         with pytest.raises(ValueError, match=match):
             kp.measure_wakeup_cost(pair, **{**good, **change})  # type: ignore[arg-type]
+
+
+def test_a_kernel_cost_clipped_to_zero_in_every_run_stores_as_json(tmp_path: Path) -> None:
+    # Beside other work the quiet window can be the busier one and k is clipped to 0 in
+    # every run (seen in CI): the spread's cv is then 0/0, which JSON cannot carry, and
+    # the receiver's first-start profile was refused by the store.  Reference: the
+    # store's own round trip of the provenance.
+    from host.store import ProfileStore
+
+    share = kp.KernelShare("veth+rps", "test", kernel_s=Spread.of([0.0, 0.0]))
+    provenance = share.provenance()
+    assert provenance["kernel_s"]["cv"] is None
+    json.dumps(provenance, allow_nan=False)  # raises on NaN
+    store = ProfileStore(f"sqlite:///{tmp_path / 'p.db'}")
+    profile = host_profile(DEFAULT_PROFILE).replace(name="clipped-k")
+    store.put(profile, provenance=provenance)
+    stored = store.provenance("clipped-k")
+    assert stored is not None and stored["kernel_s"]["mean"] == 0.0
+    store.close()
