@@ -799,6 +799,7 @@ class WakeupCost:
             "per_datagram_s": self.per_datagram_s,
             "residual_s": self.residual_s,
             "rate_bps": self.rate_bps,
+            "usable": self.usable,
             "runs": [dict(r) for r in self.runs],
         }
 

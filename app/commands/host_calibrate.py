@@ -276,7 +276,8 @@ def calibrate(
         used = (
             f"profile's mu_net = 1/(a + N b) = {profile.mu_net:.4g}/s"
             if fit.usable
-            else "not used (a cost came out 0): profile's mu_net as measured above"
+            else f"not used ({'a' if fit.per_wakeup_s <= 0 else 'b'} came out 0): "
+            "profile's mu_net as measured above"
         )
         click.echo(
             f"receive path: {fit.per_wakeup_s * 1e6:.1f} us per wake-up (a), "

@@ -70,6 +70,8 @@ def test_a_wake_up_fit_is_stored_for_the_model_only_when_both_costs_are_positive
     clipped = kp.KernelShare("veth+rps", "test", wakeup=kp.WakeupCost(0.0, 3e-6, 1e-3, 1e9))
     assert clipped.mu_net(16) is None
     assert "wakeup_s" not in clipped.provenance() and "wakeup_fit" in clipped.provenance()
+    assert clipped.provenance()["wakeup_fit"]["usable"] is False
+    assert share.provenance()["wakeup_fit"]["usable"] is True
     assert time_slice_costs(clipped.provenance(), host_profile(DEFAULT_PROFILE)).wakeup_s == 0
 
 
