@@ -1,7 +1,7 @@
 """The data mover at the machine's limit, as users run it, with iperf3 beside it.
 
     sudo .venv/bin/python benchmarks/data_mover.py [--blocks 5] [--size 200MB] \
-        [--json docs/results/data_mover.json]
+        [--json docs/results/data_mover.json] [--compare-tree CHECKOUT]
 
 Every case runs the installed command line: ``blastrate receive --once`` pinned to CPU 0,
 ``blastrate send`` pinned to CPU 1, authenticated with a secret in the environment, a
@@ -22,12 +22,17 @@ each in a shuffled order, so that a drift of the machine's speed touches them al
   default receive buffer and with ``receive --rcvbuf 4MiB``.  Without root, ``ip``
   or ``tc`` this case is skipped and the report says why.
 
+``--compare-tree CHECKOUT`` adds the ``max`` and ``1G veth`` cases run by another
+checkout's modules (``PYTHONPATH``; e.g. ``git worktree add /tmp/before HEAD~1``), in
+the same shuffled blocks: a before-and-after of a change on the same machine state.
+
 Ratios are geometric means over blocks of per-block ratios (both figures of a ratio come
 from the same block), with a 95 % interval that resamples blocks (4,000 resamples).  The
 1-minute load average is printed before and after; run it on a quiet machine.
 
-``--paths`` prints instead what one datagram costs on the receive path's two forms
-(the array form over a coalesced batch, and one datagram at a time) at batch sizes 1-43,
+``--paths`` prints instead what one datagram costs on the receive path's three forms
+(the array form over a coalesced batch, the small-batch form, and one datagram at a
+time) at batch sizes 1-43,
 and the tag's cost in each MAC considered (keyed BLAKE2b in hashlib, AES-GCM through
 ``cryptography``): the measurements behind ``datamover.receive_path.ARRAY_MIN_SEGMENTS``
 and the wire format's choice of AES-GCM.
@@ -227,8 +232,11 @@ def _paths(repeats: int = 3000) -> None:
     store = os.open(tempfile.gettempdir(), os.O_TMPFILE | os.O_RDWR, 0o600)
     path = ReceivePath(a, codec, store)
     m = codec.datagram_bytes
-    print("datagrams per read | array form (us/datagram) | one at a time (us/datagram)")
-    for n in (1, 2, 4, 8, 12, 16, 24, 43):
+    print(
+        "datagrams per read | array form (us/datagram) | small-batch form (us/datagram) "
+        "| one at a time (us/datagram)"
+    )
+    for n in (1, 2, 4, 8, 12, 16, 24, 32, 43):
         rows = path._bytes[: n * m].reshape(n, m)
         codec.encode_full(np.arange(n, dtype=np.int64), 1, source, rows)
         start = time.perf_counter()
@@ -238,11 +246,16 @@ def _paths(repeats: int = 3000) -> None:
         array = (time.perf_counter() - start) / repeats / n
         start = time.perf_counter()
         for _ in range(repeats):
+            path._few(n * m, m)
+            path.forget()
+        few = (time.perf_counter() - start) / repeats / n
+        start = time.perf_counter()
+        for _ in range(repeats):
             for j in range(n):
                 path._one((j + 1) * m, j * m)
             path.forget()
         single = (time.perf_counter() - start) / repeats / n
-        print(f"{n:18d} | {array * 1e6:24.2f} | {single * 1e6:27.2f}")
+        print(f"{n:18d} | {array * 1e6:24.2f} | {few * 1e6:30.2f} | {single * 1e6:27.2f}")
     datagram = os.urandom(m - 16)
     key = os.urandom(32)
     aead = AESGCM(key)
@@ -268,6 +281,12 @@ def main() -> None:
     parser.add_argument("--size", default="200MB")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--paths", action="store_true", help="the receive path's forms and MACs")
+    parser.add_argument(
+        "--compare-tree",
+        type=Path,
+        default=None,
+        help="a checkout of another commit: its max and 1G veth cases run in the same blocks",
+    )
     args = parser.parse_args()
     if args.paths:
         _paths()
@@ -313,6 +332,22 @@ def main() -> None:
                     rx_ns=RX_NS,
                     tx_ns=TX_NS,
                 )
+        if args.compare_tree is not None:
+            # The same command line running another checkout's modules.
+            other = {**env, "PYTHONPATH": str(args.compare_tree.resolve())}
+            tree = f" [{args.compare_tree.name}]"
+            cases["max" + tree] = lambda: _transfer(path, out, other, ["--rate", "max"], [])
+            if veth:
+                cases["1G veth" + tree] = lambda: _transfer(
+                    path,
+                    out,
+                    other,
+                    ["--rate", "1G"],
+                    [],
+                    host=link.address,
+                    rx_ns=RX_NS,
+                    tx_ns=TX_NS,
+                )
         rng = random.Random(38)
         for block in range(args.blocks):
             order = list(cases)
@@ -337,7 +372,8 @@ def main() -> None:
         "blocks": args.blocks,
         "size_bytes": size,
     }
-    for case in ("max", "max, --rcvbuf 4MiB", "max, no GSO/GRO"):
+    cases_run = sorted({r["case"] for r in rows})
+    for case in [c for c in cases_run if c.startswith("max")]:
         ratio = per_block(case, "goodput_bps") / iperf
         g, lo, hi = _geo_interval(ratio)
         summary[f"{case}: goodput / iperf3"] = {"geomean": g, "ci95": [lo, hi]}
@@ -352,9 +388,7 @@ def main() -> None:
         "min": float(five.min()),
         "max": float(five.max()),
     }
-    for case in ("1G veth", "1G veth, --rcvbuf 4MiB"):
-        if case not in {r["case"] for r in rows}:
-            continue
+    for case in [c for c in cases_run if c.startswith("1G veth")]:
         one = per_block(case, "first_blast_bps") / 1e9
         summary[f"{case}: first blast / 1 Gbit/s"] = {
             "median": float(np.median(one)),
@@ -363,6 +397,9 @@ def main() -> None:
         }
         summary[f"{case}: first blast loss, max over blocks"] = float(
             per_block(case, "first_loss").max()
+        )
+        summary[f"{case}: first blast loss, mean over blocks"] = float(
+            per_block(case, "first_loss").mean()
         )
     print(json.dumps(summary, indent=2))
     if args.json is not None:

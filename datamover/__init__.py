@@ -16,10 +16,12 @@ from the session::
 Modules: :mod:`~datamover.wire` (the datagram), :mod:`~datamover.control` (framed
 control messages), :mod:`~datamover.handshake` (the secret, proved both ways),
 :mod:`~datamover.sender`, :mod:`~datamover.receiver`, :mod:`~datamover.receive_path` (one
-wake-up of the receiver, also what the calibration measures), :mod:`~datamover.advice` (the
-receiver's rate advice) and :mod:`~datamover.advice_keeper` (that advice kept ready in the
-background).  The advice modules load the models (:mod:`host`, :mod:`transport`) and are
-imported on first use, so that moving a file starts in a fraction of a second.
+wake-up of the receiver, also what the calibration measures),
+:mod:`~datamover.running_digest` (the file's SHA-256 while it arrives),
+:mod:`~datamover.advice` (the receiver's rate advice) and
+:mod:`~datamover.advice_keeper` (that advice kept ready in the background).  The
+advice modules load the models (:mod:`host`, :mod:`transport`) and are imported on first
+use, so that moving a file starts in a fraction of a second.
 """
 
 from typing import TYPE_CHECKING, Any

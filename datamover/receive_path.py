@@ -10,12 +10,13 @@ included, and a change to this path shows in the next calibration.
 
 Each read takes one datagram, or a batch of them when the socket has UDP GRO on
 (:func:`datamover.segments.enable_gro`): the kernel then hands over up to 64 datagrams
-of one size in one buffer.  The batch is checked as a whole
-(:meth:`datamover.wire.DatagramCodec.check_segments`: header checks as array operations,
-then one tag check per datagram, before any byte is stored) and its new payloads go into
-the file with one ``pwritev`` per run of consecutive packets, straight from the receive
-buffer.  Not a memory map: on ext4 a first write through a map costs about three times
-what ``pwrite`` does (a page fault per 4 KiB page; benchmarks/data_mover.py).
+of one size in one buffer.  The batch is checked as a whole, every tag before any byte
+is stored (:meth:`datamover.wire.DatagramCodec.check_segments`, header checks as array
+operations, for large batches; :meth:`~datamover.wire.DatagramCodec.check_rows` for
+small ones), and its new payloads go into the file with one ``pwritev`` per run of
+consecutive packets, straight from the receive buffer.  Not a memory map: on ext4 a
+first write through a map costs about three times what ``pwrite`` does (a page fault
+per 4 KiB page; benchmarks/data_mover.py).
 """
 
 from __future__ import annotations
@@ -39,11 +40,12 @@ __all__ = ["ARRAY_MIN_SEGMENTS", "ReceivePath", "StoreError", "calibration_recei
 _LITTLE = sys.byteorder == "little"  # the control message's int is the host's
 _CMSG_BYTES = socket.CMSG_SPACE(4)  # one int: the size of the coalesced datagrams
 _PAYLOAD_AT = HEADER_BYTES - TAG_BYTES  # the payload follows the 16-byte prefix
-#: Fewest datagrams in a coalesced read for which the array path is used: below, its
-#: fixed cost (about 30 us of NumPy calls) exceeds that of checking them one at a time
-#: (1,440-byte payloads: 3.6 against 8.2 us a datagram at 4, even at 12, 1.5 against 3.1
-#: at 43; benchmarks/data_mover.py --paths).
-ARRAY_MIN_SEGMENTS = 12
+#: Fewest datagrams in a coalesced read for which the array form is used.  Below, its
+#: fixed cost (about 30 us of NumPy calls) exceeds that of the small-batch form, which
+#: checks them one at a time over slices made once (1,440-byte payloads, us a datagram,
+#: array against small-batch form: 9.3 / 2.9 at 4, 3.0 / 1.9 at 16, 2.3 / 1.9 at 24,
+#: 1.7 / 1.8 at 43; one datagram per read costs 4.7; benchmarks/data_mover.py --paths).
+ARRAY_MIN_SEGMENTS = 32
 
 
 class StoreError(OSError):
@@ -150,12 +152,10 @@ class ReceivePath:
             n += whole + (got > whole * segment)
             if whole >= ARRAY_MIN_SEGMENTS:
                 valid += self._take(self._bytes[: whole * segment].reshape(whole, segment))
-                start = whole * segment
+                if got > whole * segment:  # a shorter last datagram after the batch
+                    valid += self._one(got, whole * segment)
             else:
-                start = 0
-            while start < got:  # a small batch, or a shorter last datagram after one
-                valid += self._one(min(start + segment, got), start)
-                start += segment
+                valid += self._few(got, segment)
         self.valid += valid
         self.wakeups += 1
         return valid
@@ -183,6 +183,62 @@ class ReceivePath:
             self.accepted += 1
         return 1
 
+    def _few(self, got: int, segment: int) -> int:
+        # A coalesced batch too small for the array form (bytes 0..got of the receive
+        # buffer, datagrams of ``segment`` bytes, the last maybe shorter): every tag
+        # checked before any byte is stored (DatagramCodec.check_rows, no slice made per
+        # datagram), then one ``pwritev`` per run of consecutive new packets.  A sender's
+        # batch is one run: one write where one at a time made one per datagram.
+        whole = got // segment
+        found, rows = self.codec.check_rows(self._view, segment, whole)
+        payloads = self._payload_views(segment)
+        picked = [payloads[r] for r in rows]
+        if got > whole * segment:  # a shorter last datagram
+            decoded = self.codec.decode(self._view[whole * segment : got])
+            if decoded is None:
+                self.rejected += 1
+            else:
+                found.append(decoded[0])
+                picked.append(decoded[1])
+        self.rejected += whole - len(rows)
+        have = self.have
+        seqs: list[int] = []
+        fresh: list[memoryview] = []
+        for seq, payload in zip(found, picked, strict=True):
+            if self.drop is not None and self.drop(seq, self.round):
+                self.dropped += 1
+            elif have[seq] or seq in seqs:
+                self.duplicates += 1
+            else:
+                seqs.append(seq)
+                fresh.append(payload)
+        begin = 0  # runs in arrival order: a sender's batch is one
+        for i in range(1, len(seqs) + 1):
+            if i == len(seqs) or seqs[i] != seqs[i - 1] + 1:
+                self._store(fresh[begin:i], seqs[begin] * self.payload_bytes)
+                begin = i
+        for seq in seqs:
+            have[seq] = 1
+        self.accepted += len(seqs)
+        return len(found)
+
+    def _payload_views(self, m: int) -> list[memoryview]:
+        # The payload of each row of m-byte datagrams in the receive buffer, made once.
+        if self._payloads[0] != m:
+            starts = range(0, len(self._buf) - m + 1, m)
+            self._payloads = (m, [self._view[a + _PAYLOAD_AT : a + m - TAG_BYTES] for a in starts])
+        return self._payloads[1]
+
+    def _store(self, payloads: list[memoryview], offset: int) -> None:
+        # Consecutive payloads, written at ``offset`` of the file in one system call.
+        assert self.store is not None  # a valid datagram implies a non-empty file
+        try:
+            written = os.pwritev(self.store, payloads, offset)
+        except OSError as exc:
+            raise StoreError(exc.errno, exc.strerror) from None
+        if written != sum(map(len, payloads)):
+            raise StoreError(errno.ENOSPC, "short write (file system full or quota)")
+
     def _take(self, segments: NDArray[np.uint8]) -> int:
         # ``segments``: whole rows of the receive buffer, from its start.
         seqs, rows = self.codec.check_segments(segments)
@@ -205,26 +261,13 @@ class ReceivePath:
 
     def _write(self, seqs: NDArray[np.int64], rows: NDArray[np.intp], m: int) -> None:
         # One pwritev per run of consecutive packets, its buffers the payloads in place.
-        assert self.store is not None  # a valid datagram implies a non-empty file
-        if self._payloads[0] != m:
-            starts = range(0, len(self._buf) - m + 1, m)
-            self._payloads = (m, [self._view[a + _PAYLOAD_AT : a + m - TAG_BYTES] for a in starts])
-        payloads = self._payloads[1]
+        payloads = self._payload_views(m)
         breaks = (np.flatnonzero(np.diff(seqs) != 1) + 1).tolist()
-        size = self.payload_bytes
         rows_list, seqs_list = rows.tolist(), seqs.tolist()
-        length = m - HEADER_BYTES
-        try:
-            for begin, end in zip([0, *breaks], [*breaks, len(seqs_list)], strict=True):
-                written = os.pwritev(
-                    self.store, [payloads[r] for r in rows_list[begin:end]], seqs_list[begin] * size
-                )
-                if written != (end - begin) * length:
-                    raise StoreError(errno.ENOSPC, "short write (file system full or quota)")
-        except StoreError:
-            raise
-        except OSError as exc:
-            raise StoreError(exc.errno, exc.strerror) from None
+        for begin, end in zip([0, *breaks], [*breaks, len(seqs_list)], strict=True):
+            self._store(
+                [payloads[r] for r in rows_list[begin:end]], seqs_list[begin] * self.payload_bytes
+            )
 
     def take_valid(self) -> int:
         """Valid datagrams since the last call, and start counting again."""
@@ -248,11 +291,11 @@ def calibration_receive_path(
     forgets what it stored each time it comes upon a datagram it already has, so that
     nearly every datagram is checked and written as the first of a blast's are.
 
-    One datagram per read is the path a receiver runs at the rates it advises: a sender
-    batches as many datagrams as it sends in 50 us (5 at 1 Gbit/s), and reads of fewer
-    than :data:`ARRAY_MIN_SEGMENTS` are checked one at a time.  Above about 2.8 Gbit/s
-    (12 datagrams in 50 us) the receiver runs the cheaper array form, which this
-    calibration does not measure.
+    One datagram per read is the path a receiver runs below about 240 Mbit/s: a sender
+    batches as many datagrams as it sends in 50 us (2 at 500 Mbit/s, 5 at 1 Gbit/s), and
+    the receiver checks a batch of several in its small-batch form (about as costly as
+    one at a time for 2, 0.84 of it for 4, 0.67 for 8), above about 7.5 Gbit/s (32 in 50 us)
+    in its array form.  This calibration measures neither.
 
     Parameters
     ----------

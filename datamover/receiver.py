@@ -33,7 +33,6 @@ import contextlib
 import errno
 import fcntl
 import hashlib
-import mmap
 import os
 import re
 import selectors
@@ -53,6 +52,7 @@ import numpy as np
 from .control import ControlChannel, ControlError, MessageKind
 from .handshake import PROTOCOL_VERSION, SessionKeys, challenge, stretched_key
 from .receive_path import ReceivePath, StoreError
+from .running_digest import RunningDigest
 from .segments import enable_gro
 from .wire import MAX_PAYLOAD_BYTES, MAX_ROUND, DatagramCodec, WireError
 
@@ -344,6 +344,10 @@ class ReceiveReport:
         why not (one datagram per read).
     elapsed_s : float
         From HELLO to the digest check (s).
+    hashed_ahead : int
+        Bytes of the file hashed while it arrived, on another core
+        (:class:`datamover.running_digest.RunningDigest`); the rest was hashed after
+        the last datagram.
     """
 
     path: Path
@@ -360,6 +364,7 @@ class ReceiveReport:
     gro: str = "on"
     elapsed_s: float = 0.0
     missing_per_round: list[int] = field(default_factory=list)
+    hashed_ahead: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -378,6 +383,7 @@ class ReceiveReport:
             "gro": self.gro,
             "elapsed_s": self.elapsed_s,
             "missing_per_round": list(self.missing_per_round),
+            "hashed_ahead": self.hashed_ahead,
         }
 
 
@@ -472,22 +478,26 @@ class _Transfer:
             raise ReceiveError("size", f"cannot reserve {size} bytes: {exc.strerror}") from None
         self.have = bytearray(self.codec.packet_count)
         self.payload = payload
+        try:
+            self.digest_ahead = RunningDigest(fd, size, payload, self.have)
+        except OSError as exc:
+            self.discard()
+            raise ReceiveError(
+                "output", f"cannot read back {self.name!r}: {exc.strerror}"
+            ) from None
 
     def missing(self) -> np.ndarray:
         return np.frombuffer(self.have, dtype=np.uint8) == 0
 
     def finish(self) -> str:
         """Check the digest; on a match move the file into place and return the digest."""
-        h = hashlib.sha256()
         try:
-            if self.size:
-                # The page cache's own pages, read without a copy.
-                with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as view:
-                    h.update(view)
+            # The page cache's own pages, read without a copy; what arrived early was
+            # hashed meanwhile where another core was free.
+            got = self.digest_ahead.finish()
             os.fsync(self.fd)
         except OSError as exc:
             raise ReceiveError("output", f"cannot write {self.name!r}: {exc.strerror}") from None
-        got = h.hexdigest()
         if got != self.digest:
             raise ReceiveError(
                 "sha256", f"file digest {got} does not match the sender's {self.digest}"
@@ -536,6 +546,9 @@ class _Transfer:
             ) from None
 
     def discard(self) -> None:
+        digest = getattr(self, "digest_ahead", None)
+        if digest is not None:
+            digest.close()
         if self.tmp is not None:
             with contextlib.suppress(OSError):
                 self.tmp.unlink(missing_ok=True)
@@ -990,6 +1003,7 @@ class Receiver:
                 with self._receiving_lock:
                     self._receiving -= 1
             report.sha256 = transfer.finish()
+            report.hashed_ahead = transfer.digest_ahead.hashed_ahead
             report.elapsed_s = time.monotonic() - start
             # The file is verified and in place: a sender gone before hearing so does not
             # undo that (it will report a failure; the file is there all the same).

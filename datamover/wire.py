@@ -113,6 +113,17 @@ class WireError(ValueError):
         self.field = field
 
 
+def _row_slices(flat: memoryview, n: int, m: int) -> tuple[list[Any], list[Any], list[Any]]:
+    """Nonce, tag and signed-bytes slices of the first ``n`` rows of ``m`` bytes."""
+    starts = range(0, n * m, m)
+    signed = m - TAG_BYTES
+    return (
+        [flat[a + 4 : a + 16] for a in starts],
+        [flat[a + signed : a + m] for a in starts],
+        [flat[a : a + signed] for a in starts],
+    )
+
+
 @dataclass(frozen=True)
 class DatagramCodec:
     """Encode and check the data datagrams of one transfer, one at a time or in batches.
@@ -152,6 +163,10 @@ class DatagramCodec:
     # a sender and a receiver reuse one buffer, so its slices are made once, and the tag
     # loop is one C-level map over them.
     _slices: list[Any] = field(
+        default_factory=lambda: [None], init=False, repr=False, compare=False
+    )
+    # The same for check_rows, keyed by the receive buffer itself (held here).
+    _row_slices: list[Any] = field(
         default_factory=lambda: [None], init=False, repr=False, compare=False
     )
 
@@ -272,16 +287,8 @@ class DatagramCodec:
         key = (rows.__array_interface__["data"][0], m)
         cached = self._slices[0]
         if cached is None or cached[0] != key or len(cached[1]) < n:
-            flat = rows.reshape(-1).data
-            starts = range(0, n * m, m)
-            signed = m - TAG_BYTES
             # The slices hold ``rows`` alive, so its address cannot be reused meanwhile.
-            cached = (
-                key,
-                [flat[a + 4 : a + 16] for a in starts],
-                [flat[a + signed : a + m] for a in starts],
-                [flat[a : a + signed] for a in starts],
-            )
+            cached = (key, *_row_slices(rows.reshape(-1).data, n, m))
             self._slices[0] = cached
         return cached[1], cached[2], cached[3]
 
@@ -313,6 +320,63 @@ class DatagramCodec:
         except InvalidTag:
             return None
         return seq, view[_PREFIX.size : signed]
+
+    def check_rows(self, buffer: memoryview, m: int, n: int) -> tuple[list[int], list[int]]:
+        """The valid datagrams among the first ``n`` rows of ``m`` bytes of ``buffer``.
+
+        :meth:`check_segments` for a batch too small for array operations to pay
+        (``datamover.receive_path.ARRAY_MIN_SEGMENTS``): the checks of :meth:`decode`,
+        one datagram at a time, over slices of ``buffer`` made once per buffer and row
+        size, so that no slice is made per datagram.  A receiver passes the same
+        buffer at every read.
+
+        Parameters
+        ----------
+        buffer : memoryview
+            A receive buffer; it is kept referenced with its slices.
+        m : int
+            Bytes of every datagram in the batch.
+        n : int
+            Datagrams in the batch (``n * m <= len(buffer)``).
+
+        Returns
+        -------
+        seqs : list of int
+            Packet indices of the valid datagrams, in arrival order.
+        rows : list of int
+            Their rows: the payload of row ``r`` is ``buffer[r * m + 16 : (r + 1) * m - 16]``.
+        """
+        if m <= 0 or not 0 <= n * m <= len(buffer):
+            raise WireError("n", f"{n} rows of {m} bytes do not fit a {len(buffer)}-byte buffer")
+        cached = self._row_slices[0]
+        if cached is None or cached[0] is not buffer or cached[1] != m:
+            cached = (buffer, m, *_row_slices(buffer, len(buffer) // m, m))
+            self._row_slices[0] = cached
+        _, _, nonces, tags, signed_bytes = cached
+        length = m - HEADER_BYTES
+        unpack, decrypt = _PREFIX.unpack_from, self._aead.decrypt
+        session, count = self.session & 0xFFFF_FFFF, self.packet_count
+        seqs: list[int] = []
+        good: list[int] = []
+        for i in range(n):
+            magic, version, flags, got, seq, _round, told = unpack(signed_bytes[i])
+            if (
+                magic != _MAGIC
+                or version != _VERSION
+                or flags != 0
+                or got != session
+                or seq >= count
+                or told != length
+                or self.payload_length(seq) != length
+            ):
+                continue
+            try:
+                decrypt(nonces[i], tags[i], signed_bytes[i])
+            except InvalidTag:
+                continue
+            seqs.append(seq)
+            good.append(i)
+        return seqs, good
 
     def check_segments(
         self, segments: NDArray[np.uint8]

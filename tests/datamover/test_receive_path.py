@@ -15,9 +15,11 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from datamover import DatagramCodec
-from datamover.receive_path import ReceivePath, calibration_receive_path
+from datamover.receive_path import ARRAY_MIN_SEGMENTS, ReceivePath, calibration_receive_path
 from datamover.segments import enable_gro, enable_gso
 
 
@@ -136,3 +138,64 @@ def test_the_calibration_path_checks_and_stores_round_and_round(
     tx.send(b"\x00" * 232)
     _wait_readable(rx)
     assert wakeup(5) == 0
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_the_small_batch_form_gives_what_one_at_a_time_gives(data: st.DataObject) -> None:
+    """Reference: :meth:`ReceivePath._one`, one datagram at a time (tested against the
+    sent bytes above).  Over the same receive-buffer bytes, any mix of packets in any
+    order, repeats, forgeries, another session's datagrams and a short last datagram,
+    the small-batch form (DatagramCodec.check_rows, one pwritev per run) must count the
+    same and store the same file."""
+    payload = 64
+    data_bytes = os.urandom(12 * payload - 9)  # packet 11 is short
+    codec = DatagramCodec(21, os.urandom(32), len(data_bytes), payload)
+    other = DatagramCodec(22, os.urandom(32), len(data_bytes), payload)
+    m = codec.datagram_bytes
+    full = st.integers(0, codec.full_packets - 1)
+    kinds = st.sampled_from(["good", "good", "good", "forged", "other"])
+    batch = data.draw(st.lists(st.tuples(full, kinds), min_size=1, max_size=ARRAY_MIN_SEGMENTS - 1))
+    last = data.draw(st.booleans())
+    before = data.draw(st.sets(full, max_size=3))  # stored by an earlier read
+    datagrams = []
+    for seq, kind in batch:
+        chunk = data_bytes[seq * payload : (seq + 1) * payload]
+        d = bytearray((other if kind == "other" else codec).encode(seq, 1, chunk))
+        if kind == "forged":
+            d[20] ^= 1
+        datagrams.append(bytes(d))
+    if last:
+        datagrams.append(codec.encode(11, 1, data_bytes[11 * payload :]))
+    raw = b"".join(datagrams)
+    results = []
+    for form in ("small batch", "one at a time"):
+        fd = os.open(os.environ.get("TMPDIR", "/tmp"), os.O_TMPFILE | os.O_RDWR, 0o600)
+        try:
+            a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            path = ReceivePath(a, codec, fd)
+            for seq in before:
+                path.have[seq] = 1
+            path._buf[: len(raw)] = raw
+            if form == "small batch":
+                valid = path._few(len(raw), m)
+            else:
+                valid = sum(path._one(min(s + m, len(raw)), s) for s in range(0, len(raw), m))
+            os.ftruncate(fd, len(data_bytes))
+            results.append(
+                (
+                    valid,
+                    path.accepted,
+                    path.duplicates,
+                    path.rejected,
+                    bytes(path.have),
+                    os.pread(fd, len(data_bytes), 0),
+                )
+            )
+            a.close()
+            b.close()
+        finally:
+            os.close(fd)
+    assert results[0] == results[1]
