@@ -43,8 +43,8 @@ _PAYLOAD_AT = HEADER_BYTES - TAG_BYTES  # the payload follows the 16-byte prefix
 #: Fewest datagrams in a coalesced read for which the array form is used.  Below, its
 #: fixed cost (about 30 us of NumPy calls) exceeds that of the small-batch form, which
 #: checks them one at a time over slices made once (1,440-byte payloads, us a datagram,
-#: array against small-batch form: 9.3 / 2.9 at 4, 3.0 / 1.9 at 16, 2.3 / 1.9 at 24,
-#: 1.7 / 1.8 at 43; one datagram per read costs 4.7; benchmarks/data_mover.py --paths).
+#: array against small-batch form: 8.9 / 2.8 at 4, 2.9 / 1.9 at 16, 1.85 / 1.76 at 32,
+#: 1.60 / 1.77 at 43; one datagram per read costs 4.6; docs/results/data_mover_paths.txt).
 ARRAY_MIN_SEGMENTS = 32
 
 
