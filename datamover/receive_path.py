@@ -10,12 +10,14 @@ included, and a change to this path shows in the next calibration.
 
 Each read takes one datagram, or a batch of them when the socket has UDP GRO on
 (:func:`datamover.segments.enable_gro`): the kernel then hands over up to 64 datagrams
-of one size in one buffer.  The batch is checked as a whole, every tag before any byte
-is stored (:meth:`datamover.wire.DatagramCodec.check_segments`, header checks as array
+of one size in one buffer.  The batch is checked as a whole, every tag of its
+full-sized datagrams before any of them is stored
+(:meth:`datamover.wire.DatagramCodec.check_segments`, header checks as array
 operations, for large batches; :meth:`~datamover.wire.DatagramCodec.check_rows` for
-small ones), and its new payloads go into the file with one ``pwritev`` per run of
-consecutive packets, straight from the receive buffer.  Not a memory map: on ext4 a
-first write through a map costs about three times what ``pwrite`` does (a page fault
+small ones; a shorter last datagram after a large batch is checked on its own),
+and its new payloads go into the file with one ``pwritev`` per run of consecutive
+packets, straight from the receive buffer.  Not a memory map: on ext4 a first write
+through a map costs about three times what ``pwrite`` does (a page fault
 per 4 KiB page; benchmarks/data_mover.py).
 """
 
@@ -45,6 +47,7 @@ _PAYLOAD_AT = HEADER_BYTES - TAG_BYTES  # the payload follows the 16-byte prefix
 #: checks them one at a time over slices made once (1,440-byte payloads, us a datagram,
 #: array against small-batch form: 8.9 / 2.8 at 4, 2.9 / 1.9 at 16, 1.85 / 1.76 at 32,
 #: 1.60 / 1.77 at 43; one datagram per read costs 4.6; docs/results/data_mover_paths.txt).
+#: The crossover lies between 32 and 43; at 32 the two differ by 5 %.
 ARRAY_MIN_SEGMENTS = 32
 
 
@@ -191,8 +194,7 @@ class ReceivePath:
         # batch is one run: one write where one at a time made one per datagram.
         whole = got // segment
         found, rows = self.codec.check_rows(self._view, segment, whole)
-        payloads = self._payload_views(segment)
-        picked = [payloads[r] for r in rows]
+        picked = [self._payload_views(segment)[r] for r in rows] if rows else []
         if got > whole * segment:  # a shorter last datagram
             decoded = self.codec.decode(self._view[whole * segment : got])
             if decoded is None:

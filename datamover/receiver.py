@@ -480,11 +480,10 @@ class _Transfer:
         self.payload = payload
         try:
             self.digest_ahead = RunningDigest(fd, size, payload, self.have)
-        except OSError as exc:
+        except (OSError, RuntimeError) as exc:  # RuntimeError: no thread to be had
             self.discard()
-            raise ReceiveError(
-                "output", f"cannot read back {self.name!r}: {exc.strerror}"
-            ) from None
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise ReceiveError("output", f"cannot read back {self.name!r}: {reason}") from None
 
     def missing(self) -> np.ndarray:
         return np.frombuffer(self.have, dtype=np.uint8) == 0

@@ -6,14 +6,15 @@ datagram.  :class:`RunningDigest` hashes the complete prefix of the file in a th
 its own while the rest is still arriving, so that at the end only what came last is
 left to hash.
 
-It runs ahead only where it costs the receive loop nothing: when the receiver may run
-on more than one CPU (``os.sched_getaffinity``), so that the kernel can put the hashing
-on a core the receive loop is not using.  A receiver confined to one core (``taskset -c
-0``, as the benchmarks and the validation run it) hashes at the end, as before: a second
-runnable thread on its core would take turns with the receive loop in slices of
-milliseconds, longer than a default receive buffer holds at 1 Gbit/s (1.7 ms).
+It runs ahead only where the receive loop need not share its core with it: when the
+receiver may run on more than one CPU (``os.sched_getaffinity``), so that the kernel can
+put the hashing on a core the receive loop is not using.  A receiver confined to one
+core (``taskset -c 0``, as the benchmarks and the validation run it) hashes at the end,
+as before: a second runnable thread on its core would take turns with the receive loop
+in slices of milliseconds, longer than a default receive buffer holds at 1 Gbit/s
+(1.7 ms).
 ``hashlib`` releases the GIL while it hashes a large buffer, so the receive loop waits
-for the thread only between two chunks.
+for the thread only between two chunks (and the thread looks for more every 5 ms).
 
 A byte is hashed only once its packet has been stored: :class:`datamover.receive_path.
 ReceivePath` marks a packet in the transfer's ``have`` map after its write returns, and
@@ -56,7 +57,8 @@ class RunningDigest:
     Attributes
     ----------
     hashed_ahead : int
-        Bytes hashed before :meth:`finish` was called.
+        Bytes hashed by the thread (before :meth:`finish`, or the chunk it was hashing
+        then).
     """
 
     def __init__(

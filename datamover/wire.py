@@ -348,12 +348,19 @@ class DatagramCodec:
         """
         if m <= 0 or not 0 <= n * m <= len(buffer):
             raise WireError("n", f"{n} rows of {m} bytes do not fit a {len(buffer)}-byte buffer")
+        length = m - HEADER_BYTES
+        if length != self.payload_bytes and not (
+            self.packet_count > self.full_packets
+            and length == self.payload_length(self.full_packets)
+        ):
+            # No datagram of this session has that size (too short to hold a header, or
+            # a length no packet has): all refused, no slice made for it.
+            return [], []
         cached = self._row_slices[0]
         if cached is None or cached[0] is not buffer or cached[1] != m:
             cached = (buffer, m, *_row_slices(buffer, len(buffer) // m, m))
             self._row_slices[0] = cached
         _, _, nonces, tags, signed_bytes = cached
-        length = m - HEADER_BYTES
         unpack, decrypt = _PREFIX.unpack_from, self._aead.decrypt
         session, count = self.session & 0xFFFF_FFFF, self.packet_count
         seqs: list[int] = []

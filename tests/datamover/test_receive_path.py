@@ -199,3 +199,67 @@ def test_the_small_batch_form_gives_what_one_at_a_time_gives(data: st.DataObject
         finally:
             os.close(fd)
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("size", [1, 8, 31, 32, 33, 100])
+def test_a_small_batch_of_datagrams_of_no_sessions_size_is_refused_not_raised(size: int) -> None:
+    """A GRO batch of datagrams too short for a header, or of a length no packet of this
+    file has (a spoofed or broken peer), is refused datagram by datagram, as
+    :meth:`ReceivePath._one` refuses each; nothing is stored and nothing raises."""
+    codec = DatagramCodec(23, os.urandom(32), 10 * 64, 64)
+    fd = os.open(os.environ.get("TMPDIR", "/tmp"), os.O_TMPFILE | os.O_RDWR, 0o600)
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        path = ReceivePath(a, codec, fd)
+        raw = os.urandom(3 * size)
+        path._buf[: len(raw)] = raw
+        assert path._few(len(raw), size) == 0
+        assert (path.accepted, path.rejected) == (0, 3)
+        assert not any(path.have)
+    finally:
+        a.close()
+        b.close()
+        os.close(fd)
+
+
+@pytest.mark.parametrize("n", [1, 5, ARRAY_MIN_SEGMENTS])
+def test_a_packet_is_marked_stored_only_after_its_write_returns(
+    n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """datamover.running_digest hashes a packet once ``have`` marks it: every form (one
+    at a time, small batch, array) must write before it marks.  Each write checks that
+    the packets it writes are still unmarked."""
+    payload = 64
+    data = os.urandom(2 * ARRAY_MIN_SEGMENTS * payload)
+    codec = DatagramCodec(24, os.urandom(32), len(data), payload)
+    fd = os.open(os.environ.get("TMPDIR", "/tmp"), os.O_TMPFILE | os.O_RDWR, 0o600)
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    path = ReceivePath(a, codec, fd)
+    writes: list[int] = []
+
+    def checked(write, size_of):
+        def call(store, what, offset):
+            first, count = offset // payload, -(-size_of(what) // payload)
+            assert not any(path.have[first : first + count]), "marked before written"
+            writes.append(count)
+            return write(store, what, offset)
+
+        return call
+
+    monkeypatch.setattr(os, "pwrite", checked(os.pwrite, len))
+    monkeypatch.setattr(os, "pwritev", checked(os.pwritev, lambda v: sum(map(len, v))))
+    try:
+        m = codec.datagram_bytes
+        rows = path._bytes[: n * m].reshape(n, m)
+        codec.encode_full(np.arange(n, dtype=np.int64), 1, np.frombuffer(data, np.uint8), rows)
+        if n == 1:
+            path._one(m)
+        elif n < ARRAY_MIN_SEGMENTS:
+            path._few(n * m, m)
+        else:
+            path._take(rows)
+        assert sum(writes) == n and sum(path.have) == n
+    finally:
+        a.close()
+        b.close()
+        os.close(fd)

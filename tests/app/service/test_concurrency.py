@@ -126,10 +126,11 @@ def test_the_event_loop_stays_responsive_during_a_computation(
     # and must answer while the computation is still held; a loop blocked by it would
     # answer only once the hold times out (30 s), after the computation ended.
     started, release = threading.Event(), threading.Event()
+    released: list[bool] = []
 
     def held_method(payload: Mapping[str, Any]) -> dict[str, Any]:
         started.set()
-        release.wait(30.0)
+        released.append(release.wait(30.0))  # False: the hold timed out
         return run_method(payload)
 
     monkeypatch.setattr(bottleneck_routes, "run_method", held_method)
@@ -148,6 +149,7 @@ def test_the_event_loop_stays_responsive_during_a_computation(
     still_held, health_status, heavy_status = asyncio.run(scenario())
     assert (health_status, heavy_status) == (200, 200)
     assert still_held  # /healthz answered while the computation was in progress
+    assert released == [True]  # and the computation was released, not timed out
 
 
 ROOT = Path(__file__).resolve().parents[3]
