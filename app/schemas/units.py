@@ -324,12 +324,22 @@ def parse_bitrate(
     if unit_required and isinstance(text, str):
         match = _QUANTITY.match(text)
         if match is not None and not match["unit"]:
-            raise QuantityError(
-                field,
-                "a bare number is ambiguous here: give a unit, e.g. "
-                f"{match['number']}Mbps or {match['number']}M (Mbit/s), or {match['number']}bps",
-            )
+            raise QuantityError(field, _bare_rate_hint(match["number"]))
     return _nearest_float(_exact(text, field, _BITRATE_UNITS, "bit rate", BITRATE_FORMS))
+
+
+def _bare_rate_hint(number: str) -> str:
+    # A small number was most likely meant in Mbit/s (``--rate 800``), a large one in
+    # bit/s (``--rate 500000000``): suggest that reading first, and its short form.
+    head = "a bare number is ambiguous here: give a unit, e.g. "
+    try:
+        value = float(number)
+    except ValueError:
+        value = 0.0
+    if value < 1e5:
+        return f"{head}{number}Mbps or {number}M (Mbit/s), or {number}bps"
+    prefix, factor = next((p, f) for p, f in (("G", 1e9), ("M", 1e6), ("K", 1e3)) if value >= f)
+    return f"{head}{number}bps (bit/s, the same as {value / factor:g}{prefix}bps)"
 
 
 def parse_duration(

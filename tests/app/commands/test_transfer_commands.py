@@ -171,6 +171,13 @@ def test_send_bad_inputs_exit_2(tmp_path: Path) -> None:
         send, [str(src), "--to", "127.0.0.1:9", "--rate", "800"]
     )
     assert r.exit_code == 2 and "blastrate: error: --rate: a bare number" in r.stderr
+    assert "800Mbps" in r.stderr
+    # A large bare number reads as bit/s: the hint says so (not 500000000Mbps).
+    r = CliRunner(env={"BLASTRATE_SECRET": SECRET}).invoke(
+        send, [str(src), "--to", "127.0.0.1:9", "--rate", "500000000"]
+    )
+    assert r.exit_code == 2 and "500000000bps (bit/s, the same as 500Mbps)" in r.stderr
+    assert "500000000Mbps" not in r.stderr
     # No secret, and no --insecure: refused before anything goes on the network.
     r = CliRunner(env={"BLASTRATE_SECRET": None}).invoke(
         send, [str(src), "--to", "127.0.0.1:9", "--rate", "max"]
