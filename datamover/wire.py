@@ -321,6 +321,17 @@ class DatagramCodec:
             return None
         return seq, view[_PREFIX.size : signed]
 
+    def _packets_of_length(self, length: int) -> tuple[int, int] | None:
+        # The packets whose payload is ``length`` bytes, as a range [first, last): all
+        # but a short last packet, or that one alone; None if no packet has it.
+        if length == self.payload_bytes:
+            return 0, self.full_packets
+        if self.packet_count > self.full_packets and length == self.payload_length(
+            self.full_packets
+        ):
+            return self.full_packets, self.packet_count
+        return None
+
     def check_rows(self, buffer: memoryview, m: int, n: int) -> tuple[list[int], list[int]]:
         """The valid datagrams among the first ``n`` rows of ``m`` bytes of ``buffer``.
 
@@ -349,20 +360,19 @@ class DatagramCodec:
         if m <= 0 or not 0 <= n * m <= len(buffer):
             raise WireError("n", f"{n} rows of {m} bytes do not fit a {len(buffer)}-byte buffer")
         length = m - HEADER_BYTES
-        if length != self.payload_bytes and not (
-            self.packet_count > self.full_packets
-            and length == self.payload_length(self.full_packets)
-        ):
+        span = self._packets_of_length(length)
+        if span is None:
             # No datagram of this session has that size (too short to hold a header, or
             # a length no packet has): all refused, no slice made for it.
             return [], []
+        first, last = span
         cached = self._row_slices[0]
         if cached is None or cached[0] is not buffer or cached[1] != m:
             cached = (buffer, m, *_row_slices(buffer, len(buffer) // m, m))
             self._row_slices[0] = cached
         _, _, nonces, tags, signed_bytes = cached
         unpack, decrypt = _PREFIX.unpack_from, self._aead.decrypt
-        session, count = self.session & 0xFFFF_FFFF, self.packet_count
+        session = self.session & 0xFFFF_FFFF
         seqs: list[int] = []
         good: list[int] = []
         for i in range(n):
@@ -372,9 +382,8 @@ class DatagramCodec:
                 or version != _VERSION
                 or flags != 0
                 or got != session
-                or seq >= count
+                or not first <= seq < last
                 or told != length
-                or self.payload_length(seq) != length
             ):
                 continue
             try:
@@ -411,16 +420,10 @@ class DatagramCodec:
             raise WireError("segments", "must be a C-contiguous 2-D array of bytes")
         n, m = segments.shape
         length = m - HEADER_BYTES
-        # Every datagram of a batch has one length: that of the full packets, or that of
-        # the short last one (then its index is the last).
-        if length == self.payload_bytes:
-            first, last = 0, self.full_packets
-        elif self.packet_count > self.full_packets and length == self.payload_length(
-            self.full_packets
-        ):
-            first, last = self.full_packets, self.packet_count
-        else:
+        span = self._packets_of_length(length)
+        if span is None:
             return np.empty(0, np.int64), np.empty(0, np.intp)
+        first, last = span
         if n == 0:
             return np.empty(0, np.int64), np.empty(0, np.intp)
         # A few array operations over the batch: magic, version, flags and session are one

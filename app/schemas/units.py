@@ -332,10 +332,7 @@ def _bare_rate_hint(number: str) -> str:
     # A small number was most likely meant in Mbit/s (``--rate 800``), a large one in
     # bit/s (``--rate 500000000``): suggest that reading first, and its short form.
     head = "a bare number is ambiguous here: give a unit, e.g. "
-    try:
-        value = float(number)
-    except ValueError:
-        value = 0.0
+    value = float(number)  # _NUMBER's forms are all float()'s
     if value < 1e5:
         return f"{head}{number}Mbps or {number}M (Mbit/s), or {number}bps"
     prefix, factor = next((p, f) for p, f in (("G", 1e9), ("M", 1e6), ("K", 1e3)) if value >= f)
