@@ -184,10 +184,29 @@ def _shortened(text: str, limit: int) -> str:
     return text[: max(limit - 3, 1)].rsplit(" ", 1)[0].rstrip(",;:") + "..."
 
 
+#: Set by :func:`_interrupt` when a Ctrl-C reaches the started command.
+_INTERRUPTED = threading.Event()
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """Python's own Ctrl-C handler, which also remembers that it ran.
+
+    Some compiled code turns the KeyboardInterrupt it is handed into an error of its own
+    with no ``__cause__``: pydantic-core, interrupted while it builds a model's validator,
+    raises ``SchemaError`` whose text only names the KeyboardInterrupt.  The flag lets
+    :func:`_caused_by_interrupt` read that as the user's Ctrl-C, not a defect.
+    """
+    _INTERRUPTED.set()
+    signal.default_int_handler(signum, frame)
+
+
 def _caused_by_interrupt(exc: BaseException) -> bool:
-    """Whether a Ctrl-C lies behind ``exc``: a compiled extension whose initialisation a
-    KeyboardInterrupt broke reports ``ImportError: initialization failed`` raised from it
-    (pybind11 does, e.g. matplotlib's), which is the user's Ctrl-C, not a defect."""
+    """Whether a Ctrl-C lies behind ``exc``: one arrived while the command ran (see
+    :func:`_interrupt`), or ``exc`` was raised from a KeyboardInterrupt.  A compiled
+    extension whose initialisation a KeyboardInterrupt broke reports ``ImportError:
+    initialization failed`` raised from it (pybind11 does, e.g. matplotlib's)."""
+    if _INTERRUPTED.is_set():
+        return True
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
@@ -263,6 +282,7 @@ class BlastrateGroup(click.Group):
     ) -> int:
         """Run the command line; exit with its status (or return it when
         ``standalone_mode`` is False)."""
+        _INTERRUPTED.clear()  # a Ctrl-C that an earlier in-process run took is not this one's
         try:
             result = super().main(
                 args, prog_name or "blastrate", complete_var, standalone_mode=False, **extra
@@ -321,5 +341,9 @@ def main() -> None:
 
 # Started: from here Ctrl-C is a KeyboardInterrupt, which BlastrateGroup turns into
 # "blastrate: interrupted" and status 130 after the command has cleaned up.
+# A parent that ignores SIGINT (nohup, a background job) is still obeyed.
 if _STARTING:
-    signal.signal(signal.SIGINT, _PREVIOUS_SIGINT)
+    signal.signal(
+        signal.SIGINT,
+        _interrupt if _PREVIOUS_SIGINT is signal.default_int_handler else _PREVIOUS_SIGINT,
+    )

@@ -113,6 +113,55 @@ def test_ctrl_c_that_breaks_an_extensions_import_is_an_interrupt_not_a_defect() 
     assert "internal error: ImportError: initialization failed" in result.stderr
 
 
+def test_ctrl_c_that_pydantic_rewraps_is_an_interrupt_not_a_defect() -> None:
+    """Before: a Ctrl-C while pydantic-core built a model's validator came out as
+    ``SchemaError: ... KeyboardInterrupt:`` with no ``__cause__``, and the CLI ended with
+    "internal error" and status 1 (the start-up test above, once under CI).  Here the
+    Ctrl-C is delivered through the CLI's own handler from inside the validator's build,
+    where a signal lands when it arrives during the build."""
+    import click
+    from click.testing import CliRunner
+    from pydantic_core import SchemaError, SchemaValidator, core_schema
+
+    import app.commands
+    from app.commands import BlastrateGroup
+    from app.commands.common import EXIT_INTERNAL
+
+    class CtrlC:
+        """A literal value whose repr, which the build asks for, takes a Ctrl-C."""
+
+        def __repr__(self) -> str:
+            app.commands._interrupt(signal.SIGINT, None)
+            return "never"
+
+    class Broken:
+        def __repr__(self) -> str:
+            raise ValueError("no repr")
+
+    @click.group(cls=BlastrateGroup)
+    def group() -> None:
+        pass
+
+    @group.command()
+    @click.argument("value")
+    def build(value: str) -> None:
+        literal = CtrlC() if value == "ctrl-c" else Broken()
+        SchemaValidator(core_schema.literal_schema([literal, 1.5]))
+
+    # pydantic-core's behaviour this guards against: the interrupt is only in the text.
+    with pytest.raises(SchemaError, match="KeyboardInterrupt") as caught:
+        SchemaValidator(core_schema.literal_schema([CtrlC(), 1.5]))
+    assert not isinstance(caught.value.__cause__ or caught.value.__context__, KeyboardInterrupt)
+
+    result = CliRunner().invoke(group, ["build", "ctrl-c"])
+    assert result.exit_code == EXIT_INTERRUPTED, result.stderr
+    assert result.stderr == "blastrate: interrupted\n"
+    # Without a Ctrl-C, and after one in an earlier run, a SchemaError is the program's fault.
+    result = CliRunner().invoke(group, ["build", "broken"])
+    assert result.exit_code == EXIT_INTERNAL
+    assert "internal error: SchemaError" in result.stderr
+
+
 def test_ctrl_c_stops_a_local_solve_at_once(tmp_path: Path) -> None:
     # 1.1 million markings: minutes of work, so only SIGINT can end it within the test.
     path = write_json(tmp_path / "cycle.json", cycle_net(1_500))
