@@ -272,6 +272,14 @@ class Settings(BaseSettings):
     plot_max_points: int = Field(
         default=200, ge=1, description="Points (model solves) behind one sweep plot."
     )
+    planning_max_time_slice_work: float = Field(
+        default=4.0e7,
+        gt=0,
+        description="Work of the time-slice model behind one plot, or one sweep in the "
+        "service's threads (larger sweeps go to the pool): per point K (7 (N + 1))^2 plus "
+        "3e5, about 0.18 us a unit on a 2-core host (6 s in all; 88 points at K = 64, "
+        "N = 6).",
+    )
     plot_cache_entries: int = Field(default=256, ge=0, description="Rendered plots kept in memory.")
     # -- cache ---------------------------------------------------------------------------
     cache_entries: int = Field(default=4_096, ge=0, description="Results kept in the LRU cache.")

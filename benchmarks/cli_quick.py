@@ -1,6 +1,7 @@
-"""How quickly ``blastrate rate``, ``curve``, ``sweep`` and ``what-if`` answer on the
-paper's model, and how soon ``blastrate send`` starts its transfer, against
-``python -c "import numpy"`` measured in the same run.
+"""How quickly ``blastrate rate``, ``curve``, ``sweep`` and ``what-if`` answer, on the
+time-slice model (the default; what-if ranks with the paper's) and on the paper's, and how
+soon ``blastrate send`` starts its transfer, against ``python -c "import numpy"`` measured in
+the same run.
 
     .venv/bin/python benchmarks/cli_quick.py [--runs 7] [--json FILE]
 
@@ -45,6 +46,8 @@ CLI = [str(_INSTALLED)] if _INSTALLED.exists() else [sys.executable, "-m", "app.
 CASES: dict[str, list[str]] = {
     'python -c "import numpy"': [sys.executable, "-c", "import numpy"],
     "blastrate --version": [*CLI, "--version"],
+    "blastrate rate (time-slice, the default)": [*CLI, "rate", *WORKLOAD],
+    "blastrate curve (time-slice, the default)": [*CLI, "curve", *WORKLOAD],
     "blastrate rate (paper)": [*CLI, "rate", *WORKLOAD, "--model", "paper"],
     "blastrate curve (paper)": [*CLI, "curve", *WORKLOAD, "--model", "paper"],
     "blastrate sweep (3 points)": [

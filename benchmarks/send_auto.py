@@ -76,7 +76,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from veth_link import Link
 
 from datamover import new_secret
-from transport.models import DEFAULT_ADVICE_MODEL, RECEIVER_MODELS
+from transport.models import DEFAULT_RECEIVER_MODEL, RECEIVER_MODELS
 
 BLASTRATE = str(Path(sys.executable).with_name("blastrate"))
 BUSY = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
@@ -521,7 +521,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=35)
     ap.add_argument(
         "--other-models",
-        default=",".join(m for m in RECEIVER_MODELS if m != DEFAULT_ADVICE_MODEL),
+        default=",".join(m for m in RECEIVER_MODELS if m != DEFAULT_RECEIVER_MODEL),
         help="models also run in every block as --rate auto --model M (rule auto-M), "
         "comma-separated; empty for none [default: every model but the default]",
     )
@@ -529,10 +529,10 @@ def main() -> None:
     args = ap.parse_args()
     args.other_models = [m for m in args.other_models.split(",") if m]
     for m in args.other_models:
-        if m not in RECEIVER_MODELS or m == DEFAULT_ADVICE_MODEL:
+        if m not in RECEIVER_MODELS or m == DEFAULT_RECEIVER_MODEL:
             ap.error(
                 f"--other-models: {m!r} is not one of the models other than the default "
-                f"({', '.join(x for x in RECEIVER_MODELS if x != DEFAULT_ADVICE_MODEL)})"
+                f"({', '.join(x for x in RECEIVER_MODELS if x != DEFAULT_RECEIVER_MODEL)})"
             )
     hosts = args.hosts.split(",")
     known = ("out-of-the-box", "calibrated", "calibrated-no-wakeup")
@@ -576,7 +576,7 @@ def main() -> None:
         "line_rate_bps": line,
         "file_size": args.file_size,
         "blocks": args.blocks,
-        "default_model": DEFAULT_ADVICE_MODEL,
+        "default_model": DEFAULT_RECEIVER_MODEL,
         "other_models": args.other_models,
         "load_before": os.getloadavg(),
         "started_unix": time.time(),

@@ -12,7 +12,7 @@ used as the model, meets them in none of 30 pairs).  This script scores the runs
   whose rate was not measured gets each pass's time interpolated linearly in rate
   between the neighbouring measured rates (clamped to the measured range).
 * **rules.**  Every model the run scored (the model ``send --rate auto`` ships,
-  :data:`transport.DEFAULT_ADVICE_MODEL`, is scored against the rest), the baselines
+  :data:`transport.DEFAULT_RECEIVER_MODEL`, is scored against the rest), the baselines
   (line rate, three quarters and half of it, the share rule), the previous run's best
   rate for the same workload, and the **repeat-run oracle**: each other run's best rate,
   the noise ceiling (its ratios averaged on a log scale over the other runs).
@@ -52,11 +52,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from transport.models import DEFAULT_ADVICE_MODEL, RECEIVER_MODELS
+from transport.models import DEFAULT_RECEIVER_MODEL, RECEIVER_MODELS
 
 #: The model ``send --rate auto`` ships with, the key in a run's ``models`` that is scored
 #: against the rest.
-DEFAULT = DEFAULT_ADVICE_MODEL
+DEFAULT = DEFAULT_RECEIVER_MODEL
 #: Rules that are not a model's: how a row's rate is found for them.
 BASELINES = ("line_rate", "three_quarter_line", "half_line", "share_rule")
 RESAMPLES = 4000

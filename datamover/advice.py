@@ -31,7 +31,7 @@ import numpy as np
 import transport
 from host import HostProfile, Workload
 from transport import (
-    DEFAULT_ADVICE_MODEL,
+    DEFAULT_RECEIVER_MODEL,
     DEFAULT_SETTLE_S,
     MAX_TIME_SLICE_WORK,
     RECEIVER_MODELS,
@@ -57,7 +57,7 @@ __all__ = [
     "profile_kind",
 ]
 
-#: ``"timeslice"`` (the default, :data:`transport.DEFAULT_ADVICE_MODEL`: scheduler slices
+#: ``"timeslice"`` (the default, :data:`transport.DEFAULT_RECEIVER_MODEL`: scheduler slices
 #: and finite blasts, :mod:`transport.timeslice`) or ``"paper"`` (the paper's
 #: processor-sharing model, :mod:`transport.pipeline`); :mod:`transport.models` says why.
 AdviceModel = ReceiverModelName
@@ -114,7 +114,7 @@ def parse_advice_request(request: Any) -> tuple[float, str | None, AdviceModel]:
     profile = request.get("profile")
     if profile is not None and (not isinstance(profile, str) or not 0 < len(profile) <= 64):
         raise AdviceError("profile", "must be a profile name of 1 to 64 characters")
-    model = request.get("model", DEFAULT_ADVICE_MODEL)
+    model = request.get("model", DEFAULT_RECEIVER_MODEL)
     if model not in _MODELS:
         raise AdviceError("model", f"must be one of {', '.join(_MODELS)}")
     return float(delay), profile, model

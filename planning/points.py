@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import queues
 import transport
@@ -25,6 +25,7 @@ __all__ = [
     "INPUT_FIELDS",
     "REQUIRED_INPUTS",
     "RESULT_FIELDS",
+    "PointCurve",
     "evaluate_point",
     "evaluate_points",
     "input_name",
@@ -210,9 +211,7 @@ def resolve_point(point: Mapping[str, Any]) -> dict[str, Any]:
 def _check_time_slice(profile: HostProfile, nic_service: str) -> None:
     """Refuse what the time-slice model does not take, or would take seconds over."""
     if nic_service != "exponential":
-        raise PlanningError(
-            "nic_service", "the time-slice model takes the exponential NIC service only"
-        )
+        raise PlanningError("nic_service", transport.TIME_SLICE_NIC_SERVICE)
     k, n = profile.buffer_packets, profile.coalesce_packets
     work = transport.time_slice_work(k, n)
     if work > transport.MAX_TIME_SLICE_WORK:
@@ -267,7 +266,9 @@ def solve_point(
     """
     if resolved.get("model", transport.DEFAULT_RECEIVER_MODEL) != "paper":
         raise PlanningError(
-            "model", "the plots draw the paper's model only (model=paper); sweeps take both"
+            "model",
+            "the whole method's intermediate results are the paper's model's (model=paper); "
+            "point_curve and evaluate_point take both models",
         )
     workload, profile = point_objects(resolved)
     return _translated(
@@ -279,6 +280,75 @@ def solve_point(
             nic_service=resolved["nic_service"],
             curve_points=curve_points,
         )
+    )
+
+
+class PointCurve(NamedTuple):
+    """T(B_send) and the loss that decides it at a point, for either receiver model.
+
+    Attributes
+    ----------
+    curve : transport.TransferCurve
+        Transfer time (s) and loss at each sending rate (bit/s) of an even grid.
+    rate_bps : float
+        The effective bottleneck rate (bit/s).
+    transfer_time_s : float
+        T at that rate (s).
+    loss : float
+        The loss at that rate: the NIC queue's stationary loss (``paper``) or the first
+        blast's (``timeslice``).
+    line_rate_bps : float
+        The line rate (bit/s): the right end of the curve.
+    model : str
+        The receiver model that drew it.
+    """
+
+    curve: transport.TransferCurve
+    rate_bps: float
+    transfer_time_s: float
+    loss: float
+    line_rate_bps: float
+    model: str
+
+
+def point_curve(resolved: Mapping[str, Any], *, curve_points: int = 200) -> PointCurve:
+    """The curve T(B_send) of a resolved point (see :func:`resolve_point`) in its model,
+    with the answer that ``GET /bottleneck-rate?include_curve=true`` gives beside it.
+
+    ``model="timeslice"`` uses the built-in profiles' costs (the kernel's default slice,
+    no kernel or wake-up cost) and the receiver's default settle time, as
+    :func:`evaluate_point` does.
+
+    Raises
+    ------
+    PlanningError
+        Naming the input at fault; ``field="loss"`` when no rate lets the transfer finish.
+    """
+    if resolved["model"] != "timeslice":
+        best = solve_point(resolved, curve_points=curve_points).bottleneck
+        return PointCurve(
+            best.curve, best.rate_bps, best.transfer_time_s, best.loss, best.line_rate_bps, "paper"
+        )
+    workload, profile = point_objects(resolved)
+    costs = transport.time_slice_costs(None, profile)
+    result, curve = _translated(
+        lambda: transport.time_slice_with_curve(
+            workload,
+            profile,
+            file_size_bytes=resolved["file_size"],
+            propagation_delay_s=resolved["propagation_delay"],
+            curve_points=curve_points,
+            settle_s=transport.DEFAULT_SETTLE_S,
+            **costs.to_dict(),
+        )
+    )
+    return PointCurve(
+        curve,
+        result.rate_bps,
+        result.transfer_time_s,
+        result.first_round_loss,
+        profile.line_rate_bps,
+        "timeslice",
     )
 
 
@@ -323,7 +393,8 @@ def evaluate_point(point: Mapping[str, Any]) -> dict[str, Any]:
     Examples
     --------
     >>> r = evaluate_point(
-    ...     {"cpu_tasks": 1, "io_tasks": 0, "file_size": 10**8, "propagation_delay": 0.01}
+    ...     {"cpu_tasks": 1, "io_tasks": 0, "file_size": 10**8, "propagation_delay": 0.01,
+    ...      "model": "paper"}
     ... )
     >>> r["interrupt_service_rate_per_s"]  # SPEC section 2 check: mu_net / 2
     20800.0

@@ -56,12 +56,13 @@ if TYPE_CHECKING:
     from .errors import NoCompletingRateError, TransportParameterError
     from .kernel_warmup import load_kernels
     from .models import (
-        DEFAULT_ADVICE_MODEL,
         DEFAULT_RECEIVER_MODEL,
         DEFAULT_SETTLE_S,
         DEFAULT_TIME_SLICE_S,
+        MAX_TIME_SLICE_CURVE_WORK,
         MAX_TIME_SLICE_WORK,
         RECEIVER_MODELS,
+        TIME_SLICE_NIC_SERVICE,
         ReceiverModelName,
         time_slice_work,
     )
@@ -94,18 +95,20 @@ if TYPE_CHECKING:
         time_slice_grid,
         time_slice_refinement,
         time_slice_terms,
+        time_slice_with_curve,
     )
 
 __all__ = [
-    "DEFAULT_ADVICE_MODEL",
     "DEFAULT_HEADER_BYTES",
     "DEFAULT_PACKET_PAYLOAD_BYTES",
     "DEFAULT_RECEIVER_MODEL",
     "DEFAULT_SETTLE_S",
     "DEFAULT_TIME_SLICE_S",
     "MAX_CURVE_POINTS",
+    "MAX_TIME_SLICE_CURVE_WORK",
     "MAX_TIME_SLICE_WORK",
     "RECEIVER_MODELS",
+    "TIME_SLICE_NIC_SERVICE",
     "BottleneckRate",
     "LossFunction",
     "NicService",
@@ -131,6 +134,7 @@ __all__ = [
     "time_slice_grid",
     "time_slice_refinement",
     "time_slice_terms",
+    "time_slice_with_curve",
     "time_slice_work",
     "total_size_bytes",
     "transfer_time",
@@ -146,9 +150,9 @@ _LAZY: dict[str, str] = {
     "TransferCurve": "curve",
     "NoCompletingRateError": "errors",
     "TransportParameterError": "errors",
-    "DEFAULT_ADVICE_MODEL": "models",
     "DEFAULT_RECEIVER_MODEL": "models",
     "RECEIVER_MODELS": "models",
+    "TIME_SLICE_NIC_SERVICE": "models",
     "ReceiverModelName": "models",
     "load_kernels": "kernel_warmup",
     "PaperRate": "paper_rate",
@@ -170,6 +174,7 @@ _LAZY: dict[str, str] = {
     "transfer_time_terms": "rbudp",
     "DEFAULT_SETTLE_S": "models",
     "DEFAULT_TIME_SLICE_S": "models",
+    "MAX_TIME_SLICE_CURVE_WORK": "models",
     "MAX_TIME_SLICE_WORK": "models",
     "TimeSliceCosts": "timeslice",
     "TimeSliceCurve": "timeslice",
@@ -181,6 +186,7 @@ _LAZY: dict[str, str] = {
     "time_slice_grid": "timeslice",
     "time_slice_refinement": "timeslice",
     "time_slice_terms": "timeslice",
+    "time_slice_with_curve": "timeslice",
     "time_slice_work": "models",
 }
 

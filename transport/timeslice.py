@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from host import HostProfile, Workload, interrupt_service_time
+from host import HostProfile, Workload, interrupt_service_rate
 from queues.modulated import (
     ModulatedQueue,
     blast_loss_terms,
@@ -45,7 +45,13 @@ from queues.modulated import (
 from . import _validation as check
 from .curve import TransferCurve
 from .errors import NoCompletingRateError, TransportParameterError
-from .models import DEFAULT_SETTLE_S, DEFAULT_TIME_SLICE_S, MAX_TIME_SLICE_WORK, time_slice_work
+from .models import (
+    DEFAULT_SETTLE_S,
+    DEFAULT_TIME_SLICE_S,
+    MAX_TIME_SLICE_CURVE_WORK,
+    MAX_TIME_SLICE_WORK,
+    time_slice_work,
+)
 
 __all__ = [
     "DEFAULT_SETTLE_S",
@@ -62,10 +68,13 @@ __all__ = [
     "time_slice_grid",
     "time_slice_refinement",
     "time_slice_terms",
+    "time_slice_with_curve",
     "time_slice_work",
 ]
 
 _MAX_ROUNDS = 1000
+# A curve point's fixed cost in units of time_slice_work (see MAX_TIME_SLICE_CURVE_WORK).
+_CURVE_POINT_WORK = 2.0e5
 # Bounds on a calibration read from a free-form provenance; outside them, the default.
 _MAX_SLICE_S = 1.0
 _MAX_KERNEL_S = 0.01
@@ -534,7 +543,7 @@ effective_competitors, slice_stages
     alone = Workload(
         cpu_tasks=0, io_tasks=workload.io_tasks, cores=workload.cores, disks=workload.disks
     )
-    mu = interrupt_service_time(alone, profile).rate_per_s
+    mu = interrupt_service_rate(alone, profile)
     measured = _competitor_table(effective_competitors)
     c = scheduled_competitors(competitors_per_core(workload.cpu_tasks, workload.cores), measured)
     kernel_s = float(kernel_s_per_datagram)
@@ -732,3 +741,89 @@ def time_slice_bottleneck_rate(
         **host,
     )
     return coarse.merged(fine).play(size, delay, settle_s)
+
+
+def time_slice_with_curve(
+    workload: Workload,
+    profile: HostProfile,
+    *,
+    file_size_bytes: int,
+    propagation_delay_s: float,
+    curve_points: int = 200,
+    **keywords: Any,
+) -> tuple[TimeSliceResult, TransferCurve]:
+    """The time-slice answer and T(B_send) on evenly spaced rates, for a plot or a table.
+
+    The search's own rates are not evenly spaced (a coarse grid refined around its best),
+    so the curve is scored on its own grid, ``line_rate * k / curve_points`` for k = 1 ..
+    ``curve_points``.  Its points are searched too, as the paper's search scans its curve:
+    the answer is never slower than a point of the curve drawn beside it.
+
+    Parameters
+    ----------
+    workload, profile, file_size_bytes, propagation_delay_s
+        As :func:`time_slice_bottleneck_rate`.
+    curve_points : int, default 200
+        Points of the curve, 2 .. 100,000.
+    **keywords
+        The other keywords of :func:`time_slice_bottleneck_rate` (slice, costs,
+        scheduler, settle), except ``rates_bps`` and ``grid_points``.
+
+    Returns
+    -------
+    result : TimeSliceResult
+        The answer; its ``curve`` is the evenly spaced one when a point of it won.
+    curve : TransferCurve
+        The transfer time (s, ``inf`` where the transfer never completes) and the first
+        blast's loss at each rate of the grid (bit/s).
+
+    Raises
+    ------
+    NoCompletingRateError
+        When the search finds no rate at which the transfer completes.
+    TransportParameterError
+        ``curve_points`` beyond :data:`transport.MAX_TIME_SLICE_CURVE_WORK`.
+    """
+    points = check.whole_number(curve_points, "curve_points", minimum=2, maximum=100_000)
+    per_point = max(
+        time_slice_work(profile.buffer_packets, profile.coalesce_packets), _CURVE_POINT_WORK
+    )
+    if points * per_point > MAX_TIME_SLICE_CURVE_WORK:
+        most = int(MAX_TIME_SLICE_CURVE_WORK // per_point)
+        raise TransportParameterError(
+            "curve_points",
+            f"{points} points of the time-slice model at K={profile.buffer_packets}, "
+            f"N={profile.coalesce_packets} would take about {points * per_point:.3g} "
+            f"operations, more than {MAX_TIME_SLICE_CURVE_WORK:g}: at most {most} points "
+            "here (or model=paper)",
+        )
+    result = time_slice_bottleneck_rate(
+        workload,
+        profile,
+        file_size_bytes=file_size_bytes,
+        propagation_delay_s=propagation_delay_s,
+        **keywords,
+    )
+    grid = np.linspace(profile.line_rate_bps / points, profile.line_rate_bps, points)
+    try:
+        on_grid = time_slice_bottleneck_rate(
+            workload,
+            profile,
+            file_size_bytes=file_size_bytes,
+            propagation_delay_s=propagation_delay_s,
+            rates_bps=grid,
+            **keywords,
+        )
+    except NoCompletingRateError as exc:
+        # Every point of the grid loses forever, the search's best does not: the curve
+        # is drawn as it is, and the search answers.
+        assert exc.curve is not None
+        return result, exc.curve
+    curve = on_grid.curve
+    completes = np.isfinite(curve.transfer_time_s)
+    drawn = TransferCurve(
+        grid, curve.transfer_time_s.copy(), curve.first_round_loss.copy(), completes
+    )
+    if on_grid.transfer_time_s < result.transfer_time_s:
+        result = replace(on_grid, loss_onset_bps=result.loss_onset_bps)
+    return result, drawn

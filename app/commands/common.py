@@ -226,17 +226,16 @@ def json_option(function: F) -> F:
     )
 
 
-def model_option(help_text: str, *, advice: bool = False) -> Callable[[F], F]:
-    """``--model paper|timeslice``, the receiver model, with the same name and values on
-    every command (the service's ``model``: :data:`transport.RECEIVER_MODELS`).  Its
-    default: :data:`transport.DEFAULT_ADVICE_MODEL` for a receiver's advice (``advice``),
-    else :data:`transport.DEFAULT_RECEIVER_MODEL`, the service's."""
-    from transport.models import DEFAULT_ADVICE_MODEL, DEFAULT_RECEIVER_MODEL, RECEIVER_MODELS
+def model_option(help_text: str) -> Callable[[F], F]:
+    """``--model paper|timeslice``, the receiver model, with the same name, values and
+    default on every command (the service's ``model``: :data:`transport.RECEIVER_MODELS`,
+    default :data:`transport.DEFAULT_RECEIVER_MODEL`)."""
+    from transport.models import DEFAULT_RECEIVER_MODEL, RECEIVER_MODELS
 
     return click.option(
         "--model",
         type=click.Choice(list(RECEIVER_MODELS)),
-        default=DEFAULT_ADVICE_MODEL if advice else DEFAULT_RECEIVER_MODEL,
+        default=DEFAULT_RECEIVER_MODEL,
         show_default=True,
         help=help_text,
     )

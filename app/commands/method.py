@@ -104,8 +104,9 @@ _METHOD_OPTIONS: list[Callable[[Any], Any]] = [
         help="NIC service-time model (exponential is the paper's).",
     ),
     model_option(
-        "Receiver model: the paper's, or the time-slice model that `send --rate auto` "
-        "uses (with the profile's calibrated slice and costs).",
+        "Receiver model: the time-slice model (the default, chosen by the pooled "
+        "validation, with the profile's calibrated slice and costs), or the paper's "
+        "(whose tables it reproduces; the only one with --nic-service phase-type).",
     ),
     server_option,
     timeout_option,

@@ -54,7 +54,7 @@ from datamover import (
 )
 from datamover.deferred_advice import DeferredAdvisor, lower_priority
 from datamover.wire import DEFAULT_PAYLOAD_BYTES, MAX_ROUND
-from transport.models import DEFAULT_ADVICE_MODEL
+from transport.models import DEFAULT_RECEIVER_MODEL
 
 from .common import model_option, print_table
 
@@ -176,7 +176,7 @@ def advised_rate(
     propagation_delay_s: float,
     timeout_s: float,
     *,
-    model: str = DEFAULT_ADVICE_MODEL,
+    model: str = DEFAULT_RECEIVER_MODEL,
     profile: str | None = None,
 ) -> tuple[float, dict[str, Any]]:
     """The effective bottleneck rate (bit/s) a blastrate service advises now, and where
@@ -434,8 +434,7 @@ def provisional_note(auto: dict[str, Any]) -> str:
     "--service the service's default].",
 )
 @model_option(
-    "For --rate auto: the time-slice model, or the paper's (from the receiver, or from --service).",
-    advice=True,
+    "For --rate auto: the time-slice model, or the paper's (from the receiver, or from --service)."
 )
 @click.option(
     "--delay",

@@ -24,7 +24,13 @@ from app.schemas.units import (
     parse_number,
     parse_size,
 )
-from host import HOST_PROFILES, Workload, WorkloadError, end_system_state_count
+from host import (
+    DEFAULT_PROFILE,
+    HOST_PROFILES,
+    Workload,
+    WorkloadError,
+    end_system_state_count,
+)
 from planning import INPUT_FIELDS, REQUIRED_INPUTS, PlanningError, axis_values
 
 __all__ = [
@@ -32,6 +38,7 @@ __all__ = [
     "check_point_limits",
     "parse_inputs",
     "planning_problem",
+    "time_slice_points_work",
 ]
 
 
@@ -158,17 +165,34 @@ def check_point_limits(
     *,
     max_buffer_packets: int,
     max_states: int,
+    max_time_slice_work: float | None = None,
 ) -> None:
     """Refuse, before any solve, inputs whose largest point costs more than allowed.
 
     The cost of a point grows with the NIC ring K (the queue's levels) and with the
     end-system chain (I/O tasks and disks), so the largest values of each are checked.
+    With ``max_time_slice_work``, the points the time-slice model solves are bounded
+    together as well (:func:`time_slice_points_work`).
 
     Raises
     ------
     PlanningError
-        ``limit="planning_max_buffer_packets"`` or ``"max_states"``.
+        ``limit="planning_max_buffer_packets"``, ``"max_states"`` or
+        ``"planning_max_time_slice_work"``.
     """
+    if max_time_slice_work is not None:
+        work = time_slice_points_work(base, axes)
+        if work > max_time_slice_work:
+            raise PlanningError(
+                "points",
+                f"{product_size(axes)} points of the time-slice model need about "
+                f"{work:.3g} operations, more than planning_max_time_slice_work="
+                f"{max_time_slice_work:g}; fewer points, a smaller buffer_packets or "
+                "coalesce_packets, or model=paper",
+                limit="planning_max_time_slice_work",
+                maximum=max_time_slice_work,
+                reached=work,
+            )
 
     def largest(name: str, default: int) -> int:
         values = axes.get(name) or [base.get(name, default)]
@@ -201,6 +225,34 @@ def check_point_limits(
             maximum=max_states,
             reached=states,
         )
+
+
+#: The time-slice model's cost of a point beyond its chain's (``K (7 (N + 1))^2``), in
+#: the same units: two searches' fixed work, about 50 ms at K = 64 on this 2-core machine
+#: (``benchmarks/timeslice_answer.py``), where the chain's work costs about 0.18 us a unit.
+TIME_SLICE_POINT_WORK = 3.0e5
+
+
+def time_slice_points_work(base: Mapping[str, Any], axes: Mapping[str, list[Any]]) -> float:
+    """Rough work of the time-slice model over every point of a sweep or plot: the
+    points it solves times the largest one's chain (:func:`transport.time_slice_work`)
+    plus :data:`TIME_SLICE_POINT_WORK`; 0 when no point names it (nor defaults to it)."""
+    models = axes.get("model") or [base.get("model")]
+    share = sum(1 for m in models if (m or transport.DEFAULT_RECEIVER_MODEL) == "timeslice")
+    if share == 0:
+        return 0.0
+    profiles = [p for p in (axes.get("profile") or [base.get("profile")])]
+    ks = [int(v) for v in axes.get("buffer_packets") or [base.get("buffer_packets")] if v]
+    ns = [int(v) for v in axes.get("coalesce_packets") or [base.get("coalesce_packets")] if v]
+    for name in profiles:
+        profile = HOST_PROFILES.get(name or DEFAULT_PROFILE)
+        if profile is not None:
+            ks.append(profile.buffer_packets)
+            ns.append(profile.coalesce_packets)
+    if not ks or not ns:
+        return 0.0  # an unknown profile: the point itself reports it
+    points = product_size(axes) * share / len(models)
+    return points * (transport.time_slice_work(max(ks), max(ns)) + TIME_SLICE_POINT_WORK)
 
 
 def planning_problem(

@@ -115,6 +115,13 @@ def _default_profile() -> HostProfile:
     return built_in_default() or _default_store().default_entry().profile
 
 
+def _built_in_is_default() -> bool:
+    """Whether this host's default profile is a built-in one (read without SQLAlchemy)."""
+    from host.default_profile import built_in_default
+
+    return built_in_default() is not None
+
+
 def resolve_host(profile: str | HostProfile, overrides: Mapping[str, Any]) -> HostProfile:
     """The profile with the given (non-None) overrides applied and validated.
 
@@ -198,10 +205,12 @@ def resolve_inputs(
     costs = None
     if model == "timeslice":
         if nic_service != "exponential":
-            raise transport.TransportParameterError(
-                "nic_service", "the time-slice model takes the exponential NIC service only"
-            )
-        if not isinstance(named, HostProfile):
+            raise transport.TransportParameterError("nic_service", transport.TIME_SLICE_NIC_SERVICE)
+        if (isinstance(named, str) and named in HOST_PROFILES) or (
+            named is None and _built_in_is_default()
+        ):
+            provenance = None  # a built-in carries no calibration: the store stays closed
+        elif not isinstance(named, HostProfile):
             store = _default_store()
             entry = store.default_entry() if named is None else store.entry(named)
             provenance = entry.provenance
@@ -332,17 +341,18 @@ def _time_slice_answer(
     transfer = inputs["transfer"]
     costs = inputs["time_slice"]
 
-    def scored(rates: np.ndarray | None = None) -> transport.TimeSliceResult:
-        return transport.time_slice_bottleneck_rate(
-            workload,
-            host,
-            file_size_bytes=transfer["file_size_bytes"],
-            propagation_delay_s=transfer["propagation_delay_s"],
-            rates_bps=rates,
-            **costs,  # TimeSliceCosts.to_dict() and settle_s: keywords of the model
+    arguments: dict[str, Any] = {
+        "file_size_bytes": transfer["file_size_bytes"],
+        "propagation_delay_s": transfer["propagation_delay_s"],
+        **costs,  # TimeSliceCosts.to_dict() and settle_s: keywords of the model
+    }
+    curve = None
+    if options.get("include_curve"):
+        result, curve = transport.time_slice_with_curve(
+            workload, host, curve_points=int(options.get("curve_points", 200)), **arguments
         )
-
-    result = scored()
+    else:
+        result = transport.time_slice_bottleneck_rate(workload, host, **arguments)
     body: dict[str, Any] = {
         "effective_bottleneck_rate_bps": result.rate_bps,
         "transfer_time_s": result.transfer_time_s,
@@ -355,45 +365,14 @@ def _time_slice_answer(
         "rounds": result.rounds,
         "inputs": dict(inputs),
     }
-    if options.get("include_curve"):
-        # The curve on its own evenly spaced grid (the search's points are not).
-        points = int(options.get("curve_points", 200))
-        grid = np.linspace(host.line_rate_bps / points, host.line_rate_bps, points)
-        try:
-            on_grid = scored(grid).curve
-            times, loss = on_grid.transfer_time_s, on_grid.first_round_loss
-        except transport.NoCompletingRateError as exc:
-            on_grid = None
-            times, loss = exc.curve.total_s, exc.curve.loss
-        finite = np.isfinite(times)
-        k = int(np.argmin(np.where(finite, times, np.inf)))
-        if on_grid is not None and times[k] < result.transfer_time_s:
-            # The curve's points are scanned too, as the paper's search scans its curve:
-            # the answer is never slower than a point of the curve shown beside it.
-            body.update(
-                effective_bottleneck_rate_bps=float(grid[k]),
-                transfer_time_s=float(times[k]),
-                loss_probability=float(loss[k]),
-                limited_by=_limited_by(float(grid[k]), host.line_rate_bps),
-                rounds=int(on_grid.rounds[k]),
-            )
-        body["curve"] = {
-            "send_rate_bps": _floats(grid),
-            "total_s": [float(t) if ok else None for t, ok in zip(times, finite, strict=True)],
-            "loss": _floats(loss),
-            "completes": [bool(ok) for ok in finite],
-        }
+    if curve is not None:
+        body["curve"] = curve.to_dict()
     if options.get("include_service_time"):
         # The workload's interrupt service time as the paper defines it (all C tasks
         # shared), for comparison; the model above used the receiver's own rate.
         service = host_models.interrupt_service_time(workload, host)
         body["service_time"] = _service_time_summary(service, options)
     return body
-
-
-def _limited_by(rate_bps: float, line_rate_bps: float) -> str:
-    """What bounds a time-slice answer: the line, when it is sent at the line rate."""
-    return "line-rate" if rate_bps >= line_rate_bps * (1 - 1e-9) else "end-system"
 
 
 def _service_time_summary(service: Any, options: Mapping[str, Any]) -> dict[str, Any]:

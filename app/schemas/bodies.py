@@ -135,11 +135,12 @@ class ProblemTypeModel(ResponseModel):
 
 ReceiverModel = ReceiverModelName
 _MODEL_DOC = (
-    "The receiver's model: `paper` (the default: processor sharing with the C tasks and "
-    "the stationary loss of the NIC queue, the paper's method) or `timeslice` (the "
-    "scheduler's slices and finite blasts, what `blastrate send --rate auto` uses, chosen "
-    "by the validation: docs/validation.md; docs/conventions.md §5).  With `timeslice`, "
-    "`loss_probability` is the first blast's, "
+    "The receiver's model: `timeslice` (the default: the scheduler's slices and finite "
+    "blasts, what `blastrate send --rate auto` uses, chosen by the pooled validation, "
+    "docs/validation.md) or `paper` (processor sharing with the C tasks and the "
+    "stationary loss of the NIC queue, the paper's method, whose tables it reproduces; the "
+    "only one that takes `nic_service=phase-type`); docs/conventions.md §5.  With "
+    "`timeslice`, `loss_probability` is the first blast's, "
     "`interrupt_service_rate_per_s` the receiver's wake-up rate while it holds the CPU "
     "(the C tasks are its vacations), and the calibrated slice, kernel and wake-up costs "
     "come from the profile's provenance (`inputs.time_slice`)."

@@ -4,7 +4,6 @@ requests are fast and no request's time limit pays for a compile."""
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import logging
 import os
@@ -93,7 +92,9 @@ _TRANSFER = {"file_size_bytes": 500_000_000, "propagation_delay_s": 0.1}
 def _solve_paper_defaults() -> int:
     """Solve the paper's workloads on the built-in profile; the workload shapes (I)."""
     for cpu, io in PAPER_WORKLOADS:
-        inputs = resolve_inputs({"cpu_tasks": cpu, "io_tasks": io}, _HOST, _TRANSFER).to_dict()
+        inputs = resolve_inputs(
+            {"cpu_tasks": cpu, "io_tasks": io}, _HOST, _TRANSFER, model="paper"
+        ).to_dict()
         compute_bottleneck(inputs, {"curve_points": 200})
     return len({io for _, io in PAPER_WORKLOADS})
 
@@ -101,7 +102,9 @@ def _solve_paper_defaults() -> int:
 def _solve_phase_type_default() -> None:
     """The phase-type NIC runs compiled loops of its own (and stage 1's whole
     distribution): load them now, not on the first request that asks for it."""
-    inputs = resolve_inputs({"cpu_tasks": 2, "io_tasks": 1}, _HOST, _TRANSFER, "phase-type")
+    inputs = resolve_inputs(
+        {"cpu_tasks": 2, "io_tasks": 1}, _HOST, _TRANSFER, "phase-type", model="paper"
+    )
     compute_bottleneck(inputs.to_dict(), {"curve_points": 200})
 
 
@@ -177,9 +180,10 @@ def compile_default_nets(on_ready: Callable[[int], None] | None = None) -> int:
             on_ready(2 * shapes)
             on_ready = None
         _solve_phase_type_default()
-        # The time-slice model's modules (a receiver's default model, and model=timeslice
-        # here): no longer imported with the app, so loaded now, not by a first request.
-        importlib.import_module("transport.timeslice")
+        # The time-slice model, the default answer: its modules (no longer imported with
+        # the app) and one answer, so that a first request does not pay for them.
+        inputs = resolve_inputs({"cpu_tasks": 2, "io_tasks": 1}, _HOST, _TRANSFER)
+        compute_bottleneck(inputs.to_dict(), {"curve_points": 200})
         # The kernels of large chains too (compiled exploration and assembly, the
         # iterative routes, transient and absorption): a first large /srn/solve once
         # paid for their compile out of its own solve_timeout_s, and got 422.  Compiled

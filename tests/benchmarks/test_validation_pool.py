@@ -171,7 +171,7 @@ def test_the_committed_runs_choose_the_shipped_default() -> None:
     # so the rule picks `timeslice`, which `send --rate auto` ships (transport.models).
     import json
 
-    from transport import DEFAULT_ADVICE_MODEL
+    from transport import DEFAULT_RECEIVER_MODEL
 
     runs = [json.loads(p.read_text()) for p in V3_RUNS]
     names = [p.stem for p in V3_RUNS]
@@ -186,7 +186,7 @@ def test_the_committed_runs_choose_the_shipped_default() -> None:
     assert low < 1.0 < high
     # With the product's path: `paper` resolvably worse, so the rule picks the shipped one.
     assert both["product_path_worse"] == {"paper": ["timeslice"]}
-    assert both["chosen_model"] == DEFAULT_ADVICE_MODEL
+    assert both["chosen_model"] == DEFAULT_RECEIVER_MODEL
 
 
 def test_the_product_path_comparison_reads_both_directions() -> None:

@@ -21,7 +21,7 @@ from datamover.advice import (
     parse_advice_request,
 )
 from host import Workload, host_profile
-from transport import DEFAULT_ADVICE_MODEL, workload_bottleneck_rate
+from transport import DEFAULT_RECEIVER_MODEL, workload_bottleneck_rate
 from transport.timeslice import time_slice_bottleneck_rate
 
 SECRET = b"advice-test-secret-0123"
@@ -94,7 +94,7 @@ def test_the_paper_model_advises_when_named(tmp_path: Path) -> None:
 
 
 def test_the_sender_sends_at_the_receivers_rate(tmp_path: Path) -> None:
-    # No model named: the default, the time-slice model (transport.DEFAULT_ADVICE_MODEL).
+    # No model named: the default, the time-slice model (transport.DEFAULT_RECEIVER_MODEL).
     report = _send(tmp_path, _advisor(), {"propagation_delay_s": 0.01})
     advice = report.advice
     # The receiver's model, recomputed here with the same inputs: an independent call.
@@ -107,7 +107,7 @@ def test_the_sender_sends_at_the_receivers_rate(tmp_path: Path) -> None:
         settle_s=0.02,
     )
     assert report.rate_bps == advice["predicted_rate_bps"] == pytest.approx(expected.rate_bps)
-    assert advice["profile"] == "lab" and advice["model"] == DEFAULT_ADVICE_MODEL == "timeslice"
+    assert advice["profile"] == "lab" and advice["model"] == DEFAULT_RECEIVER_MODEL == "timeslice"
     assert advice["buffer_packets"] == 300 and advice["coalesce_packets"] == 8
     assert advice["workload"] == {"cpu_tasks": 2, "io_tasks": 0, "cores": 1, "disks": 1}
     assert advice["time_slice_s"] == 0.003 and SEEN[-1] == frozenset({0})

@@ -18,7 +18,13 @@ from planning.plots import (
 )
 
 SVG = "{http://www.w3.org/2000/svg}"
-POINT = {"cpu_tasks": 2, "io_tasks": 1, "file_size": 500_000_000, "propagation_delay": 0.1}
+POINT = {
+    "cpu_tasks": 2,
+    "io_tasks": 1,
+    "file_size": 500_000_000,
+    "propagation_delay": 0.1,
+    "model": "paper",  # solve_point: the paper's whole method
+}
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,8 @@ from host import Workload, host_profile
 from planning import INPUT_FIELDS, PlanningError, evaluate_point, resolve_point
 
 BASE = {"cpu_tasks": 2, "io_tasks": 1, "file_size": 500_000_000, "propagation_delay": 0.1}
+# The paper's model, named: the checks against its pipeline and the SPEC's numbers.
+PAPER = {**BASE, "model": "paper"}
 
 
 def test_resolve_fills_the_profile_and_defaults() -> None:
@@ -22,7 +24,7 @@ def test_resolve_fills_the_profile_and_defaults() -> None:
 
 def test_the_record_is_the_pipelines_answer_bit_for_bit() -> None:
     # Reference: the transport library called directly with the same objects.
-    point = {**BASE, "cores": 2, "buffer_packets": 128, "line_rate": 1e10}
+    point = {**PAPER, "cores": 2, "buffer_packets": 128, "line_rate": 1e10}
     record = evaluate_point(point)
     ref = transport.workload_bottleneck_rate(
         Workload(2, 1, cores=2),
@@ -39,7 +41,7 @@ def test_the_record_is_the_pipelines_answer_bit_for_bit() -> None:
 
 def test_spec_check_interrupt_rate_c1_i0() -> None:
     # SPEC section 2: C = 1, I = 0, m = 1 gives mu = 41600 / 2 = 20800 interrupts/s.
-    record = evaluate_point({**BASE, "cpu_tasks": 1, "io_tasks": 0})
+    record = evaluate_point({**PAPER, "cpu_tasks": 1, "io_tasks": 0})
     assert record["interrupt_service_rate_per_s"] == pytest.approx(20800.0, rel=1e-12)
 
 
@@ -70,12 +72,13 @@ def test_missing_required_input() -> None:
 
 def test_the_default_model_is_the_products_and_timeslice_is_the_librarys() -> None:
     r = resolve_point(BASE)
-    assert r["model"] == transport.DEFAULT_RECEIVER_MODEL == "paper"
+    assert r["model"] == transport.DEFAULT_RECEIVER_MODEL == "timeslice"
     # The time-slice model at a built-in profile: the library called directly with the
     # kernel's default slice, no kernel or wake-up cost (no calibration) and the
     # receiver's default settle time, as GET /bottleneck-rate?model=timeslice does.
     point = {"cpu_tasks": 2, "io_tasks": 0, "file_size": 20_000_000, "propagation_delay": 0.01}
-    record = evaluate_point({**point, "model": "timeslice"})
+    record = evaluate_point(point)
+    assert record == evaluate_point({**point, "model": "timeslice"})
     ref = transport.time_slice_bottleneck_rate(
         Workload(2, 0),
         host_profile("sx280-2007"),

@@ -11,6 +11,9 @@ References:
 * The measured competitors (``effective_competitors``): linear interpolation through
   (0, 0), (1, c_1), (2, c_2), ... by hand (rtol 1e-12); two workloads that the tables map
   to the same c give the same chain (a second route; numpy's default rtol 1e-7).
+* The curve beside an answer (``time_slice_with_curve``): the same rates scored by
+  ``time_slice_bottleneck_rate(rates_bps=...)`` (exact), and an answer no slower than any
+  point of it or than the search alone.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from transport.timeslice import (
     competitors_per_core,
     scheduled_competitors,
     time_slice_bottleneck_rate,
+    time_slice_with_curve,
 )
 
 PROFILE = host_profile("sx280-2007").replace(
@@ -357,3 +361,26 @@ def test_a_transfer_that_never_completes_is_refused_not_an_infinite_time() -> No
         )
     assert caught.value.parameter == "loss"
     assert not caught.value.curve.completes.any() and caught.value.curve.send_rate_bps.size == 49
+
+
+@pytest.mark.parametrize("cpu_tasks", [0, 3])
+def test_the_curve_beside_an_answer_is_the_model_on_an_even_grid(cpu_tasks: int) -> None:
+    workload = Workload(cpu_tasks=cpu_tasks, io_tasks=1)
+    size, delay = 200_000_000, 0.05
+    result, curve = time_slice_with_curve(
+        workload, PROFILE, file_size_bytes=size, propagation_delay_s=delay, curve_points=20
+    )
+    grid = np.linspace(PROFILE.line_rate_bps / 20, PROFILE.line_rate_bps, 20)
+    np.testing.assert_array_equal(curve.send_rate_bps, grid)
+    alone = time_slice_bottleneck_rate(
+        workload, PROFILE, file_size_bytes=size, propagation_delay_s=delay, rates_bps=grid
+    )
+    np.testing.assert_array_equal(curve.total_s, alone.curve.transfer_time_s)
+    np.testing.assert_array_equal(curve.loss, alone.curve.first_round_loss)
+    assert curve.completes.all()
+    search = time_slice_bottleneck_rate(
+        workload, PROFILE, file_size_bytes=size, propagation_delay_s=delay
+    )
+    assert result.transfer_time_s == min(search.transfer_time_s, float(curve.total_s.min()))
+    assert result.transfer_time_s <= float(curve.total_s.min())
+    assert result.rounds >= 1

@@ -29,16 +29,16 @@ from app.schemas.problems import FieldProblem, ProblemError
 from app.schemas.units import QuantityError
 from app.service.cache import etag_matches
 from app.service.state import ServiceState, service
-from planning import INPUT_FIELDS, PlanningError, resolve_point, run_sweep, solve_point
+from planning import INPUT_FIELDS, PlanningError, resolve_point, run_sweep
 from planning.plots import (
     PLOT_FORMATS,
-    loss_figure,
+    curve_figure,
+    loss_curve_figure,
     render,
     service_time_figure,
     sweep_figure,
-    transfer_time_figure,
 )
-from planning.points import point_objects
+from planning.points import PointCurve, point_curve, point_objects
 
 from .common import NOT_MODIFIED, problem_responses
 
@@ -107,11 +107,6 @@ async def _plot(
     specs = {**(defaults or {}), **given}
     # Unknown parameters are ignored, as GET /bottleneck-rate ignores them.
     specs = {k: v for k, v in specs.items() if k in INPUT_FIELDS}
-    if specs.get("model", "paper") != "paper":
-        raise planning_problem(
-            PlanningError("model", "the plots draw the paper's model only (model=paper)"),
-            "query.",
-        )
     key = f"{request.url.path}?{sorted(params.items())}&{sorted(specs.items())}"
     cache = _plot_cache(state)
     cached = cache.get(key)
@@ -132,6 +127,7 @@ async def _plot(
                 axes,
                 max_buffer_packets=settings.planning_max_buffer_packets,
                 max_states=settings.max_states,
+                max_time_slice_work=settings.planning_max_time_slice_work,
             )
 
             def work() -> bytes:
@@ -150,8 +146,38 @@ async def _plot(
     return Response(content, media_type=media_type, headers=headers)
 
 
-def _solved(base: dict[str, Any]) -> Any:
-    return solve_point(resolve_point(base))
+def _curve(base: dict[str, Any]) -> PointCurve:
+    return point_curve(resolve_point(base))
+
+
+def _transfer_time_figure(base: dict[str, Any], _axes: Any, _params: Any) -> Any:
+    drawn = _curve(base)
+    ok = drawn.curve.completes
+    return curve_figure(
+        drawn.curve.send_rate_bps[ok],
+        drawn.curve.total_s[ok],
+        optimum=(drawn.rate_bps, drawn.transfer_time_s),
+        line_rate_bps=drawn.line_rate_bps,
+        title=f"Transfer time against sending rate ({_MODEL_TITLES[drawn.model]})",
+    )
+
+
+def _loss_figure(base: dict[str, Any], _axes: Any, _params: Any) -> Any:
+    drawn = _curve(base)
+    first_blast = drawn.model == "timeslice"
+    return loss_curve_figure(
+        drawn.curve.send_rate_bps,
+        drawn.curve.loss,
+        optimum=(drawn.rate_bps, drawn.loss),
+        line_rate_bps=drawn.line_rate_bps,
+        title=("First blast's loss" if first_blast else "NIC loss")
+        + f" against sending rate ({_MODEL_TITLES[drawn.model]})",
+        label="first blast's loss" if first_blast else "stationary NIC loss",
+    )
+
+
+#: How a figure's title names the receiver model that drew it.
+_MODEL_TITLES = {"paper": "paper's model", "timeslice": "time-slice model"}
 
 
 @router.get(
@@ -162,26 +188,24 @@ def _solved(base: dict[str, Any]) -> Any:
     openapi_extra={"parameters": _SAME_QUERY},
 )
 async def plot_transfer_time(request: Request) -> Response:
-    """The curve T(B_send) for the inputs of `GET /bottleneck-rate` (same query), with
-    the effective bottleneck rate marked by a star (SVG element id `optimum`)."""
-    return await _plot(
-        request, lambda base, _a, _p: transfer_time_figure(_solved(base).bottleneck), single=True
-    )
+    """The curve T(B_send) for the inputs of `GET /bottleneck-rate` (same query, same
+    `model`), with the effective bottleneck rate marked by a star (SVG element id
+    `optimum`)."""
+    return await _plot(request, _transfer_time_figure, single=True)
 
 
 @router.get(
     "/plots/loss",
     operation_id="plot_loss",
-    summary="NIC loss probability against sending rate",
+    summary="Loss against sending rate: the NIC's (paper) or the first blast's (timeslice)",
     responses={**_IMAGE, **NOT_MODIFIED, **problem_responses(422)},
     openapi_extra={"parameters": _SAME_QUERY},
 )
 async def plot_loss(request: Request) -> Response:
-    """The loss of the NIC queue along the curve, the optimum marked (same query as
-    `GET /bottleneck-rate`)."""
-    return await _plot(
-        request, lambda base, _a, _p: loss_figure(_solved(base).bottleneck), single=True
-    )
+    """The loss that decides the answer along the curve, the optimum marked (same query
+    as `GET /bottleneck-rate`): the NIC queue's stationary loss with `model=paper`, the
+    first blast's with `model=timeslice`."""
+    return await _plot(request, _loss_figure, single=True)
 
 
 def _service_figure(base: dict[str, Any], _axes: Any, _params: Any) -> Any:

@@ -11,7 +11,13 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel
 from starlette.responses import Response
 
-from app.operations.capacity import check_point_limits, parse_inputs, planning_problem, product_size
+from app.operations.capacity import (
+    check_point_limits,
+    parse_inputs,
+    planning_problem,
+    product_size,
+    time_slice_points_work,
+)
 from app.runtime.colocation import on_process_cpus
 from app.schemas.capacity import SweepRequest, SweepResult
 from app.schemas.problems import FieldProblem, ProblemError
@@ -71,6 +77,15 @@ async def _until_disconnected(request: Request, cancel: threading.Event) -> None
             return
 
 
+def _inline(settings: Settings, base: dict[str, Any], axes: dict[str, list[Any]]) -> bool:
+    """Whether a sweep runs in the service's threads: small in points and, for the
+    time-slice model, in work (seconds of it would hold a thread the routes share)."""
+    return (
+        product_size(axes) <= settings.sweep_inline_points
+        and time_slice_points_work(base, axes) <= settings.planning_max_time_slice_work
+    )
+
+
 def _run(
     settings: Settings,
     base: dict[str, Any],
@@ -78,13 +93,12 @@ def _run(
     cancel: threading.Event | None = None,
 ) -> Any:
     """Run the sweep where the settings say: inline, on the Dask cluster or a pool."""
-    n = product_size(axes)
     options: dict[str, Any] = {
         "max_points": settings.sweep_max_points,
         "timeout_s": settings.sweep_timeout_s,
         "cancel": cancel,
     }
-    if n <= settings.sweep_inline_points:
+    if _inline(settings, base, axes):
         return run_sweep(base, axes, inline=True, **options)
     if settings.sweep_cluster:
         return run_sweep(
@@ -141,7 +155,7 @@ async def post_sweep(body: SweepRequest, request: Request) -> Response:
             max_buffer_packets=settings.planning_max_buffer_packets,
             max_states=settings.max_states,
         )
-        pooled = product_size(axes) > settings.sweep_inline_points
+        pooled = not _inline(settings, base, axes)
         slots = _slots(request)
         if pooled and not slots.acquire(blocking=False):
             raise _busy(settings)

@@ -14,6 +14,10 @@ const form = $("inputs");
 // Built-in profiles only: the plot, what-if and sweep endpoints take no stored one, so a
 // stored profile reaches them as its values (the overrides), not by name.
 let builtInProfiles = new Set(["sx280-2007"]);
+// Stored profiles whose provenance carries the time-slice model's calibration (see
+// transport.time_slice_costs): not inputs of the plots and sweeps.
+const CALIBRATION_KEYS = ["time_slice_s", "kernel_s_per_datagram", "wakeup_s", "effective_competitors"];
+let calibratedProfiles = new Set();
 let pointQuery = null;  // the query of the last answer, in SI units (for plots, what-if, sweeps)
 
 function fmtRate(bps) {
@@ -130,6 +134,7 @@ function queryFromInputs(inputs) {
   q.set("file_size", inputs.transfer.file_size_bytes);
   q.set("propagation_delay", inputs.transfer.propagation_delay_s);
   if (inputs.nic_service) q.set("nic_service", inputs.nic_service);
+  if (inputs.model) q.set("model", inputs.model);
   return q;
 }
 
@@ -202,7 +207,7 @@ async function compute(event) {
       $("live-note").hidden = !problem;
       $("live-note").textContent = problem || "";
       if (problem) { showError(problem); return; }
-      const live = new URLSearchParams({ workload: "live", model: q.get("model") || "paper",
+      const live = new URLSearchParams({ workload: "live", model: q.get("model") || "timeslice",
         file_size: q.get("file_size") || "", propagation_delay: q.get("propagation_delay") || "" });
       url = "/bottleneck-rate?" + live;
     } else {
@@ -212,14 +217,19 @@ async function compute(event) {
     if (!response.ok) { showError(await problemText(response)); return; }
     const body = await response.json();
     showAnswer(body);
-    // The plots, what-if and sweeps compute the paper's model only: with the time-slice
-    // model they would show another model's numbers beside this answer.
-    const paper = body.inputs.model !== "timeslice";
-    $("model-note").hidden = paper;
-    pointQuery = paper ? queryFromInputs(body.inputs) : null;
-    if (paper) showPlots(pointQuery);
-    $("whatif").hidden = !paper;
-    $("sweep").hidden = !paper;
+    // The plots and sweeps draw the answer's own model; what-if ranks with the paper's.
+    const timeslice = body.inputs.model === "timeslice";
+    $("model-note").hidden = !timeslice;
+    $("loss-caption").textContent = timeslice
+      ? "The first blast's loss against sending rate." : "NIC loss against sending rate.";
+    // A calibrated profile's slice and costs are not inputs of the plots and sweeps,
+    // which would then draw the time-slice model without them: not shown.
+    const drawable = !timeslice || !calibratedProfiles.has(body.inputs.host.profile);
+    $("calibrated-note").hidden = drawable;
+    pointQuery = queryFromInputs(body.inputs);
+    if (drawable) showPlots(pointQuery);
+    $("whatif").hidden = false;
+    $("sweep").hidden = !drawable;
   } catch (err) {
     showError("The service could not be reached: " + err);
   } finally {
@@ -241,7 +251,8 @@ async function whatIf(event) {
   const f = event.target;
   const out = $("whatif-out");
   out.textContent = "Ranking…";
-  const inputs = Object.fromEntries(pointQuery.entries());
+  // Ranked with the paper's model (the time-slice model would take half a minute).
+  const inputs = { ...Object.fromEntries(pointQuery.entries()), model: "paper" };
   const body = { inputs, max_buffer_packets: Number(f.elements.max_buffer_packets.value),
     interface: f.elements.interface.value };
   const response = await fetch("/what-if", { method: "POST",
@@ -316,6 +327,9 @@ async function loadProfiles() {
     select.innerHTML = "";
     for (const p of body.profiles) {
       if (p.built_in) builtInProfiles.add(p.name);
+      if (CALIBRATION_KEYS.some((k) => p.provenance && p.provenance[k] !== undefined)) {
+        calibratedProfiles.add(p.name);
+      }
       select.add(new Option(p.name, p.name));
     }
     select.add(new Option("live: probe this server's host", "live"));

@@ -223,9 +223,14 @@ def test_ctrl_c_stops_a_large_local_sweep_at_once() -> None:
         time.sleep(0.05)
 
 
+# A long output that is quick to compute: 20,000 points of the paper's model (the
+# time-slice model refuses so many: MAX_TIME_SLICE_CURVE_WORK).
+LONG_CURVE = ["curve", *RATE, "--points", "20000", "--model", "paper"]
+
+
 def test_a_closed_stdout_ends_quietly() -> None:
     process = subprocess.Popen(
-        [*blastrate(), "curve", *RATE, "--points", "20000"],
+        [*blastrate(), *LONG_CURVE],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -238,7 +243,7 @@ def test_a_closed_stdout_ends_quietly() -> None:
 
 
 def test_piped_into_head() -> None:
-    command = " ".join([*blastrate(), "curve", *RATE, "--points", "20000", "--format", "csv"])
+    command = " ".join([*blastrate(), *LONG_CURVE, "--format", "csv"])
     done = subprocess.run(
         ["bash", "-c", f"set -o pipefail; {command} | head -n 2"],
         capture_output=True,

@@ -19,29 +19,47 @@ from app.commands.common import (
     EXIT_USAGE,
     error_from_problem,
 )
-from host import Workload
+from host import Workload, host_profile
 
 
 def test_rate_prints_a_summary() -> None:
     result = invoke("rate", *RATE)
     assert result.exit_code == EXIT_OK, result.stderr
     assert "effective bottleneck rate" in result.stdout
-    assert "limited by the end system" in result.stdout
+    # The time-slice model by default; on the paper's 2007 host it sends at the line rate.
+    assert "model                          timeslice (lag)" in result.stdout
+    assert "limited by the line rate" in result.stdout
+    paper = invoke("rate", *RATE, "--model", "paper")
+    assert "limited by the end system" in paper.stdout
+    assert "paper (processor sharing, stationary loss)" in paper.stdout
 
 
 def test_rate_json_is_the_library_answer() -> None:
     result = invoke("rate", *RATE, "--json")
     assert result.exit_code == EXIT_OK, result.stderr
     body = json.loads(result.stdout)
-    # Independent path: the transport library called directly, not through the app.
-    expected = transport.workload_bottleneck_rate(
-        Workload(2, 1), file_size_bytes=500_000_000, propagation_delay_s=0.1
+    # Independent path: the transport library called directly, not through the app.  The
+    # default model, the time-slice one, with a built-in profile's (no) calibration.
+    profile = host_profile("sx280-2007")
+    expected = transport.time_slice_bottleneck_rate(
+        Workload(2, 1),
+        profile,
+        file_size_bytes=500_000_000,
+        propagation_delay_s=0.1,
+        settle_s=transport.DEFAULT_SETTLE_S,
+        **transport.time_slice_costs(None, profile).to_dict(),
     )
-    assert body["effective_bottleneck_rate_bps"] == expected.bottleneck.rate_bps
+    assert body["effective_bottleneck_rate_bps"] == expected.rate_bps
+    assert body["inputs"]["model"] == "timeslice"
     assert body["inputs"]["transfer"] == {
         "file_size_bytes": 500_000_000,
         "propagation_delay_s": 0.1,
     }
+    paper = json.loads(invoke("rate", *RATE, "--model", "paper", "--json").stdout)
+    pipeline = transport.workload_bottleneck_rate(
+        Workload(2, 1), file_size_bytes=500_000_000, propagation_delay_s=0.1
+    )
+    assert paper["effective_bottleneck_rate_bps"] == pipeline.bottleneck.rate_bps
 
 
 @pytest.mark.parametrize(
@@ -258,21 +276,23 @@ def test_rate_model_timeslice_uses_the_default_profiles_calibration(
     )
     shared = invoke("rate", *argv, "--model", "timeslice", "--profile", "lab-4").stdout
     assert "measured competitors 0.9, 1.6" in shared
-    paper = json.loads(invoke("rate", *argv, "--json").stdout)
+    paper = json.loads(invoke("rate", *argv, "--model", "paper", "--json").stdout)
     assert paper["inputs"]["model"] == "paper" and "time_slice" not in paper["inputs"]
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--nic-service", "phase-type"], "--nic-service: the time-slice model takes"),
+        (["--nic-service", "phase-type"], "--nic-service: the time-slice model (the default"),
         (["--buffer-packets", "5000", "--coalesce-packets", "64"], "--buffer-packets: K=5000"),
     ],
 )
 def test_rate_model_timeslice_refusals_name_the_option(extra: list[str], message: str) -> None:
-    result = invoke("rate", *RATE, "--profile", "sx280-2007", "--model", "timeslice", *extra)
-    assert result.exit_code in (EXIT_USAGE, EXIT_MODEL), result.stderr
-    assert result.stderr.startswith(f"blastrate: error: {message}")
+    # Named or by default, the same refusal.
+    for model in (["--model", "timeslice"], []):
+        result = invoke("rate", *RATE, "--profile", "sx280-2007", *model, *extra)
+        assert result.exit_code in (EXIT_USAGE, EXIT_MODEL), result.stderr
+        assert result.stderr.startswith(f"blastrate: error: {message}")
 
 
 @pytest.mark.parametrize(

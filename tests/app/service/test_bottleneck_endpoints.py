@@ -11,7 +11,15 @@ from fastapi.testclient import TestClient
 import transport
 from host import Workload
 
-PAPER = {"cpu_tasks": 2, "io_tasks": 1, "file_size": "500MB", "propagation_delay": "100ms"}
+# The paper's model, named: these tests check its tables and the endpoints' behaviour
+# with it (the default model, the time-slice one: test_bottleneck_models.py).
+PAPER = {
+    "cpu_tasks": 2,
+    "io_tasks": 1,
+    "file_size": "500MB",
+    "propagation_delay": "100ms",
+    "model": "paper",
+}
 
 
 def test_get_answers_with_the_documented_fields(client: TestClient) -> None:
@@ -103,6 +111,7 @@ def test_post_matches_get_and_adds_curve_and_service_time(client: TestClient) ->
             "workload": {"cpu_tasks": 2, "io_tasks": 1},
             "host": {"profile": "sx280-2007"},
             "transfer": {"file_size_bytes": 500_000_000, "propagation_delay_s": 0.1},
+            "model": "paper",
             "include_curve": True,
             "include_service_time": True,
             "service_time_points": 11,

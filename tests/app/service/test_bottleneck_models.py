@@ -1,4 +1,4 @@
-"""``model=`` on /bottleneck-rate: the paper's model (the default) and the time-slice model.
+"""``model=`` on /bottleneck-rate: the time-slice model (the default) and the paper's.
 
 Issue #21 asks for the receiver's model on every rate endpoint, so that a tool that asks
 the service gets the number ``blastrate send --rate auto`` would use.  References: the
@@ -102,18 +102,29 @@ def test_timeslice_agrees_with_the_receivers_advice(api: TestClient) -> None:
     assert body["transfer_time_s"] == advice.predicted_time_s
 
 
-def test_paper_is_the_default_and_its_answer_is_unchanged(api: TestClient) -> None:
+def test_timeslice_is_the_default_and_paper_answers_the_papers_tables(api: TestClient) -> None:
+    # Issue #39 section 2: the pooled validation chose the time-slice model, so it answers
+    # where none is named; model=paper still gives the paper's method bit for bit.
     plain = api.get("/bottleneck-rate", params=QUERY).json()
-    paper = api.get("/bottleneck-rate", params={**QUERY, "model": "paper"}).json()
-    assert plain == paper and plain["inputs"]["model"] == "paper"
-    assert "time_slice" not in plain["inputs"]
-    expected = transport.workload_bottleneck_rate(
+    named = api.get("/bottleneck-rate", params={**QUERY, "model": "timeslice"}).json()
+    assert plain == named and plain["inputs"]["model"] == transport.DEFAULT_RECEIVER_MODEL
+    assert plain["inputs"]["model"] == "timeslice"
+    built_in = host_profile("sx280-2007")
+    expected = _library(
         Workload(cpu_tasks=2, io_tasks=0),
-        host_profile("sx280-2007"),
+        built_in,
+        transport.time_slice_costs(None, built_in).to_dict(),
+    )
+    assert plain["effective_bottleneck_rate_bps"] == expected.rate_bps
+    paper = api.get("/bottleneck-rate", params={**QUERY, "model": "paper"}).json()
+    assert paper["inputs"]["model"] == "paper" and "time_slice" not in paper["inputs"]
+    pipeline = transport.workload_bottleneck_rate(
+        Workload(cpu_tasks=2, io_tasks=0),
+        built_in,
         file_size_bytes=20_000_000,
         propagation_delay_s=0.01,
     )
-    assert plain["effective_bottleneck_rate_bps"] == expected.bottleneck.rate_bps
+    assert paper["effective_bottleneck_rate_bps"] == pipeline.bottleneck.rate_bps
 
 
 def test_post_matches_get_with_curve_and_service_time(api: TestClient) -> None:

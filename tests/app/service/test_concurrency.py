@@ -25,6 +25,9 @@ from app.schemas.problems import FieldProblem, ProblemError
 SETTINGS = {"warm_up": False, "log_level": "warning", "solve_workers": 1}
 QUERY = {"cpu_tasks": 2, "io_tasks": 1, "file_size": "500MB", "propagation_delay": "100ms"}
 _TRANSFER = {"file_size": "500MB", "propagation_delay": "100ms"}
+# The paper's model, which the service computes in its own compute threads, where a test
+# can wrap ``run_method``; the time-slice model (the default) goes to a worker process.
+PAPER_QUERY = {**QUERY, "model": "paper"}
 
 
 NIC = {
@@ -66,7 +69,7 @@ def test_identical_concurrent_misses_compute_once(
         responses = asyncio.run(_many(8, "POST", "/queues/nic", json=NIC))
     else:
         monkeypatch.setattr(bottleneck_routes, "run_method", slow(run_method))
-        responses = asyncio.run(_many(8, "GET", "/bottleneck-rate", params=QUERY))
+        responses = asyncio.run(_many(8, "GET", "/bottleneck-rate", params=PAPER_QUERY))
     assert [r.status_code for r in responses] == [200] * 8
     assert len({r.content for r in responses}) == 1
     assert len(calls) == 1
@@ -107,7 +110,9 @@ def test_distinct_requests_are_not_coalesced(monkeypatch: pytest.MonkeyPatch) ->
             return list(
                 await asyncio.gather(
                     *(
-                        client.get("/bottleneck-rate", params={**QUERY, "file_size": 10**6 + k})
+                        client.get(
+                            "/bottleneck-rate", params={**PAPER_QUERY, "file_size": 10**6 + k}
+                        )
                         for k in range(4)
                     )
                 )
@@ -139,7 +144,7 @@ def test_the_event_loop_stays_responsive_during_a_computation(
         application = create_app(Settings(**SETTINGS))
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            heavy = asyncio.ensure_future(client.get("/bottleneck-rate", params=QUERY))
+            heavy = asyncio.ensure_future(client.get("/bottleneck-rate", params=PAPER_QUERY))
             assert await asyncio.to_thread(started.wait, 30.0)
             health = await client.get("/healthz")
             still_held = not heavy.done() and not release.is_set()
@@ -163,6 +168,11 @@ ALLOWED_ON_LOOP = {
     "host/workload.py:Workload.to_dict",
     "host/profiles.py:HostProfile.to_dict",
     "host/nets.py:end_system_state_count",
+    # The time-slice model's size estimate and its calibrated inputs read from a
+    # profile's provenance: arithmetic on a few numbers, not a solve.
+    "transport/models.py:time_slice_work",
+    "transport/timeslice.py:time_slice_costs",
+    "transport/timeslice.py:TimeSliceCosts.to_dict",
     # One integer read under a lock: whether this process changed the host default.
     "host/store.py:host_default_writes",
     "planning/axes.py:axis_values",

@@ -194,6 +194,9 @@ def test_a_stored_profile_gets_its_plots(server: str) -> None:
     body = {k: v for k, v in values.items() if k not in ("name", "built_in")}
     put = httpx.put(f"{server}/profiles/page-lab", json={**body, "mu_net": 20_000.0}, timeout=10)
     assert put.status_code in (200, 201), put.text
+    calibrated = {**body, "provenance": {"time_slice_s": 0.004}}
+    put = httpx.put(f"{server}/profiles/page-cal", json=calibrated, timeout=10)
+    assert put.status_code in (200, 201), put.text
     try:
         with _opened_page(server) as (_browser, page, errors):
             page.wait_for_selector("#profile option[value=page-lab]", state="attached")
@@ -202,28 +205,42 @@ def test_a_stored_profile_gets_its_plots(server: str) -> None:
             page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
             for kind in ("transfer-time", "loss", "service-time-cdf"):
                 _img_loaded(page, f"#plot-{kind}")
+            assert not page.is_visible("#calibrated-note")
+            # A calibrated profile's slice and costs are not inputs of the plots: the
+            # time-slice answer is shown alone, and says why.
+            page.reload()
+            page.wait_for_selector("#profile option[value=page-cal]", state="attached")
+            page.select_option("#profile", "page-cal")
+            page.click("#compute")
+            page.wait_for_selector("#calibrated-note:not([hidden])", timeout=60_000)
+            assert page.is_visible("#answer") and not page.is_visible("#plots")
+            assert not page.is_visible("#sweep") and page.is_visible("#whatif")
             assert errors == []
     finally:
         httpx.delete(f"{server}/profiles/page-lab", timeout=10)
+        httpx.delete(f"{server}/profiles/page-cal", timeout=10)
 
 
 def test_the_time_slice_model_is_chosen_and_shared(server: str) -> None:
     # Issue #21: the receiver model on the page and in its share link; the answer is the
-    # service's for the same query, and the paper-only plots are not shown beside it.
-    link = (
-        "profile=sx280-2007&model=timeslice&cpu_tasks=2&io_tasks=0"
-        "&file_size=20MB&propagation_delay=10ms"
-    )
+    # service's for the same query.  Issue #39: the time-slice model is the default, its
+    # plots are drawn beside it, what-if ranks with the paper's model.
+    link = "profile=sx280-2007&cpu_tasks=2&io_tasks=0&file_size=20MB&propagation_delay=10ms"
     want = httpx.get(f"{server}/bottleneck-rate?{link}", timeout=60).json()
+    assert want["inputs"]["model"] == "timeslice"
     with _opened_page(server) as (browser, page, errors):
         shared = browser.new_page(viewport=VIEWPORT)
         shared.goto(f"{server}/?{link}")
         shared.wait_for_selector("#answer:not([hidden])", timeout=60_000)
         assert shared.text_content("#rate") == _rate_text(want["effective_bottleneck_rate_bps"])
         assert shared.input_value("#model") == "timeslice"
-        assert shared.is_visible("#model-note") and not shared.is_visible("#plots")
-        assert not shared.is_visible("#whatif")
-        # Back to the paper's model: its answer, its plots, and the link says so.
+        assert shared.is_visible("#model-note") and not shared.is_visible("#calibrated-note")
+        _img_loaded(shared, "#plot-transfer-time")
+        assert "model=timeslice" in (shared.get_attribute("#plot-loss", "src") or "")
+        caption = shared.text_content("#loss-caption")
+        assert caption == "The first blast's loss against sending rate."
+        assert shared.is_visible("#whatif") and shared.is_visible("#sweep")
+        # The paper's model: its answer, its plots, and the link says so.
         page.fill("input[name=cpu_tasks]", "2")
         page.fill("input[name=io_tasks]", "0")
         page.fill("input[name=file_size]", "20MB")
@@ -231,10 +248,9 @@ def test_the_time_slice_model_is_chosen_and_shared(server: str) -> None:
         page.select_option("#model", "paper")
         page.click("#compute")
         page.wait_for_selector("#answer:not([hidden])", timeout=60_000)
-        paper = httpx.get(
-            f"{server}/bottleneck-rate?{link.replace('timeslice', 'paper')}", timeout=60
-        ).json()
+        paper = httpx.get(f"{server}/bottleneck-rate?{link}&model=paper", timeout=60).json()
         assert page.text_content("#rate") == _rate_text(paper["effective_bottleneck_rate_bps"])
         assert "model=paper" in page.url and not page.is_visible("#model-note")
         _img_loaded(page, "#plot-transfer-time")
+        assert "model=paper" in (page.get_attribute("#plot-transfer-time", "src") or "")
         assert errors == []

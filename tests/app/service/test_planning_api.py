@@ -264,17 +264,22 @@ def test_the_time_slice_model_is_bounded_on_the_planning_routes(
     assert record["effective_bottleneck_rate_bps"] is None
     assert record["error"].startswith("buffer_packets: ") and "model=paper" in record["error"]
     assert "max_advice_work" in record["error"] or "operations per rate" in record["error"]
-    # What-if and every plot compute the paper's model only: refused, naming the field.
+    # What-if ranks with the paper's model unless told otherwise; told the time-slice
+    # model, it refuses, naming the field.
     body = problem_of(client.post("/what-if", json={"inputs": {**base, "model": "timeslice"}}), 422)
     assert body["errors"][0]["field"].endswith("model")
-    body = problem_of(
-        client.get("/plots/bottleneck-rate-grid", params={**base, "model": "timeslice"}), 422
-    )
-    assert body["errors"][0]["field"].endswith("model")
-    # An unknown model and a plot of the time-slice model are refused, naming the field.
+    ranked = client.post("/what-if", json={"inputs": base, "max_buffer_packets": 128})
+    assert ranked.status_code == 200, ranked.text
+    assert ranked.json()["baseline"]["model"] == "paper"
+    # The plots draw the time-slice model (the default) ...
+    plot = client.get("/plots/transfer-time", params=base)
+    assert plot.status_code == 200, plot.text
+    assert "time-slice model" in plot.text
+    # ... bounded in work: ten points at K = 1,736 (4.5e6 each) exceed 4e7.
+    heavy = {**base, "cpu_tasks": "0..9", "buffer_packets": 1736}
+    body = problem_of(client.get("/plots/sweep", params={**heavy, "x": "cpu_tasks"}), 422)
+    assert body["errors"][0]["limit"] == "planning_max_time_slice_work"
+    assert body["errors"][0]["actual"] > body["errors"][0]["allowed"] == 4e7
+    # An unknown model is refused, naming the field.
     body = problem_of(client.post("/sweeps", json={"inputs": {**base, "model": "magic"}}), 422)
-    assert body["errors"][0]["field"].endswith("model")
-    body = problem_of(
-        client.get("/plots/transfer-time", params={**base, "model": "timeslice"}), 422
-    )
     assert body["errors"][0]["field"].endswith("model")
