@@ -147,9 +147,10 @@ def test_the_calibration_path_checks_and_stores_round_and_round(
 def test_the_small_batch_form_gives_what_one_at_a_time_gives(data: st.DataObject) -> None:
     """Reference: :meth:`ReceivePath._one`, one datagram at a time (tested against the
     sent bytes above).  Over the same receive-buffer bytes, any mix of packets in any
-    order, repeats, forgeries, another session's datagrams and a short last datagram,
-    the small-batch form (DatagramCodec.check_rows, one pwritev per run) must count the
-    same and store the same file."""
+    order, repeats, forgeries, another session's datagrams, a short last datagram (good
+    or forged) and datagrams the drop hook takes, the small-batch form
+    (DatagramCodec.check_rows, one pwritev per run) must count the same and store the
+    same file."""
     payload = 64
     data_bytes = os.urandom(12 * payload - 9)  # packet 11 is short
     codec = DatagramCodec(21, os.urandom(32), len(data_bytes), payload)
@@ -158,8 +159,10 @@ def test_the_small_batch_form_gives_what_one_at_a_time_gives(data: st.DataObject
     full = st.integers(0, codec.full_packets - 1)
     kinds = st.sampled_from(["good", "good", "good", "forged", "other"])
     batch = data.draw(st.lists(st.tuples(full, kinds), min_size=1, max_size=ARRAY_MIN_SEGMENTS - 1))
-    last = data.draw(st.booleans())
+    last = data.draw(st.sampled_from(["none", "good", "forged"]))
     before = data.draw(st.sets(full, max_size=3))  # stored by an earlier read
+    # The test hook that drops valid datagrams (a lossy link): the short last one too.
+    dropped = data.draw(st.sets(st.integers(0, codec.full_packets), max_size=3))
     datagrams = []
     for seq, kind in batch:
         chunk = data_bytes[seq * payload : (seq + 1) * payload]
@@ -167,15 +170,18 @@ def test_the_small_batch_form_gives_what_one_at_a_time_gives(data: st.DataObject
         if kind == "forged":
             d[20] ^= 1
         datagrams.append(bytes(d))
-    if last:
-        datagrams.append(codec.encode(11, 1, data_bytes[11 * payload :]))
+    if last != "none":
+        short = bytearray(codec.encode(11, 1, data_bytes[11 * payload :]))
+        if last == "forged":
+            short[-1] ^= 1  # the tag
+        datagrams.append(bytes(short))
     raw = b"".join(datagrams)
     results = []
     for form in ("small batch", "one at a time"):
         fd = os.open(os.environ.get("TMPDIR", "/tmp"), os.O_TMPFILE | os.O_RDWR, 0o600)
         try:
             a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-            path = ReceivePath(a, codec, fd)
+            path = ReceivePath(a, codec, fd, drop=lambda seq, _round: seq in dropped)
             for seq in before:
                 path.have[seq] = 1
             path._buf[: len(raw)] = raw
@@ -190,6 +196,7 @@ def test_the_small_batch_form_gives_what_one_at_a_time_gives(data: st.DataObject
                     path.accepted,
                     path.duplicates,
                     path.rejected,
+                    path.dropped,
                     bytes(path.have),
                     os.pread(fd, len(data_bytes), 0),
                 )
