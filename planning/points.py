@@ -311,13 +311,15 @@ class PointCurve(NamedTuple):
     model: str
 
 
-def point_curve(resolved: Mapping[str, Any], *, curve_points: int = 200) -> PointCurve:
+def point_curve(resolved: Mapping[str, Any], *, curve_points: int | None = None) -> PointCurve:
     """The curve T(B_send) of a resolved point (see :func:`resolve_point`) in its model,
     with the answer that ``GET /bottleneck-rate?include_curve=true`` gives beside it.
 
     ``model="timeslice"`` uses the built-in profiles' costs (the kernel's default slice,
     no kernel or wake-up cost) and the receiver's default settle time, as
-    :func:`evaluate_point` does.
+    :func:`evaluate_point` does.  ``curve_points``: default 200, or for the time-slice
+    model as many as its work bound allows where that is fewer
+    (:func:`transport.time_slice_curve_points`).
 
     Raises
     ------
@@ -325,7 +327,7 @@ def point_curve(resolved: Mapping[str, Any], *, curve_points: int = 200) -> Poin
         Naming the input at fault; ``field="loss"`` when no rate lets the transfer finish.
     """
     if resolved["model"] != "timeslice":
-        best = solve_point(resolved, curve_points=curve_points).bottleneck
+        best = solve_point(resolved, curve_points=curve_points or 200).bottleneck
         return PointCurve(
             best.curve, best.rate_bps, best.transfer_time_s, best.loss, best.line_rate_bps, "paper"
         )

@@ -65,6 +65,7 @@ __all__ = [
     "scheduled_competitors",
     "time_slice_bottleneck_rate",
     "time_slice_costs",
+    "time_slice_curve_points",
     "time_slice_grid",
     "time_slice_refinement",
     "time_slice_terms",
@@ -75,6 +76,8 @@ __all__ = [
 _MAX_ROUNDS = 1000
 # A curve point's fixed cost in units of time_slice_work (see MAX_TIME_SLICE_CURVE_WORK).
 _CURVE_POINT_WORK = 2.0e5
+# Points of a curve where none are asked for (the paper's curve's default too).
+_DEFAULT_CURVE_POINTS = 200
 # Bounds on a calibration read from a free-form provenance; outside them, the default.
 _MAX_SLICE_S = 1.0
 _MAX_KERNEL_S = 0.01
@@ -743,28 +746,72 @@ def time_slice_bottleneck_rate(
     return coarse.merged(fine).play(size, delay, settle_s)
 
 
+def time_slice_curve_points(profile: HostProfile, curve_points: int | None = None) -> int:
+    """Points of a curve of the time-slice model for ``profile``.
+
+    Each point is a chain of its own: a curve may cost at most
+    :data:`transport.MAX_TIME_SLICE_CURVE_WORK`, points times ``max(K (7 (N + 1))^2, 2e5)``.
+
+    Parameters
+    ----------
+    profile : HostProfile
+        Its buffer K and batch N (datagrams) set the cost of a point.
+    curve_points : int, optional
+        Points asked for, 2 .. 100,000.  None: 200, or as many as the bound allows where
+        that is fewer (95 at K = 1,736 and N = 6).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TransportParameterError
+        ``curve_points`` beyond the bound, naming the most this profile allows.
+    """
+    per_point = max(
+        time_slice_work(profile.buffer_packets, profile.coalesce_packets), _CURVE_POINT_WORK
+    )
+    most = int(MAX_TIME_SLICE_CURVE_WORK // per_point)
+    if curve_points is None:
+        return max(2, min(_DEFAULT_CURVE_POINTS, most))
+    points = check.whole_number(curve_points, "curve_points", minimum=2, maximum=100_000)
+    if points > most:
+        raise TransportParameterError(
+            "curve_points",
+            f"{points} points of the time-slice model at K={profile.buffer_packets}, "
+            f"N={profile.coalesce_packets} would take about {points * per_point:.4g} "
+            f"operations, more than {MAX_TIME_SLICE_CURVE_WORK:.4g}: at most {most} points "
+            "here (or model=paper)",
+        )
+    return points
+
+
 def time_slice_with_curve(
     workload: Workload,
     profile: HostProfile,
     *,
     file_size_bytes: int,
     propagation_delay_s: float,
-    curve_points: int = 200,
+    curve_points: int | None = None,
     **keywords: Any,
 ) -> tuple[TimeSliceResult, TransferCurve]:
     """The time-slice answer and T(B_send) on evenly spaced rates, for a plot or a table.
 
-    The search's own rates are not evenly spaced (a coarse grid refined around its best),
-    so the curve is scored on its own grid, ``line_rate * k / curve_points`` for k = 1 ..
-    ``curve_points``.  Its points are searched too, as the paper's search scans its curve:
-    the answer is never slower than a point of the curve drawn beside it.
+    The answer is :func:`time_slice_bottleneck_rate`'s, whether or not a curve is asked
+    for.  The curve is scored on its own grid, ``line_rate * k / curve_points`` for
+    k = 1 .. ``curve_points``.  The model's time against the rate is a sawtooth (a round
+    more or fewer), and the search refines around one tooth only, so a point of the curve
+    may lie a little below the answer: at most 0.34 % over 75 workloads
+    (``benchmarks/timeslice_search.py``).
 
     Parameters
     ----------
     workload, profile, file_size_bytes, propagation_delay_s
         As :func:`time_slice_bottleneck_rate`.
-    curve_points : int, default 200
-        Points of the curve, 2 .. 100,000.
+    curve_points : int, optional
+        Points of the curve (:func:`time_slice_curve_points`; default 200, or fewer where
+        K and N allow fewer).
     **keywords
         The other keywords of :func:`time_slice_bottleneck_rate` (slice, costs,
         scheduler, settle), except ``rates_bps`` and ``grid_points``.
@@ -772,7 +819,7 @@ def time_slice_with_curve(
     Returns
     -------
     result : TimeSliceResult
-        The answer; its ``curve`` is the evenly spaced one when a point of it won.
+        The answer.
     curve : TransferCurve
         The transfer time (s, ``inf`` where the transfer never completes) and the first
         blast's loss at each rate of the grid (bit/s).
@@ -784,19 +831,7 @@ def time_slice_with_curve(
     TransportParameterError
         ``curve_points`` beyond :data:`transport.MAX_TIME_SLICE_CURVE_WORK`.
     """
-    points = check.whole_number(curve_points, "curve_points", minimum=2, maximum=100_000)
-    per_point = max(
-        time_slice_work(profile.buffer_packets, profile.coalesce_packets), _CURVE_POINT_WORK
-    )
-    if points * per_point > MAX_TIME_SLICE_CURVE_WORK:
-        most = int(MAX_TIME_SLICE_CURVE_WORK // per_point)
-        raise TransportParameterError(
-            "curve_points",
-            f"{points} points of the time-slice model at K={profile.buffer_packets}, "
-            f"N={profile.coalesce_packets} would take about {points * per_point:.3g} "
-            f"operations, more than {MAX_TIME_SLICE_CURVE_WORK:g}: at most {most} points "
-            "here (or model=paper)",
-        )
+    points = time_slice_curve_points(profile, curve_points)
     result = time_slice_bottleneck_rate(
         workload,
         profile,
@@ -816,14 +851,13 @@ def time_slice_with_curve(
         )
     except NoCompletingRateError as exc:
         # Every point of the grid loses forever, the search's best does not: the curve
-        # is drawn as it is, and the search answers.
+        # is drawn as it is.
         assert exc.curve is not None
         return result, exc.curve
     curve = on_grid.curve
-    completes = np.isfinite(curve.transfer_time_s)
-    drawn = TransferCurve(
-        grid, curve.transfer_time_s.copy(), curve.first_round_loss.copy(), completes
+    return result, TransferCurve(
+        grid,
+        curve.transfer_time_s.copy(),
+        curve.first_round_loss.copy(),
+        np.isfinite(curve.transfer_time_s),
     )
-    if on_grid.transfer_time_s < result.transfer_time_s:
-        result = replace(on_grid, loss_onset_bps=result.loss_onset_bps)
-    return result, drawn

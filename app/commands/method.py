@@ -256,10 +256,11 @@ def bottleneck(args: MethodArgs, options: dict[str, Any], label: str) -> dict[st
             "host": {k: v for k, v in host.items() if v is not None},
             "transfer": transfer,
             "nic_service": args["nic_service"],
-            # Sent only when it is not the default, so that a server from before the
-            # model choice (whose bodies forbid unknown fields) still answers.
-            **({"model": args["model"]} if args["model"] != "paper" else {}),
-            **options,
+            # Always named: the service's default has changed once (the paper's model
+            # before issue #39, the time-slice model since).
+            "model": args["model"],
+            # A curve_points of None is the service's own default.
+            **{k: v for k, v in options.items() if v is not None},
         }
         timeout = args["timeout"] or DEFAULT_SERVER_TIMEOUT_S
         return request(args["server"], "POST", "/bottleneck-rate", timeout, json=body)

@@ -54,8 +54,10 @@ _INPUT_OPTIONS = {
     "file_size": "file size (e.g. 500MB)",
     "propagation_delay": "one-way delay (e.g. 100ms)",
     "nic_service": "exponential or phase-type",
-    "model": "receiver model: paper (default) or timeslice (sweep only)",
+    "model": "receiver model: timeslice (the default) or paper; what-if ranks with paper",
 }
+# Inputs that take names, not numbers: a list a,b sweeps them, a range does not apply.
+_NAMED_INPUTS = ("profile", "nic_service", "model")
 
 
 class _Exit(Exception):
@@ -134,11 +136,12 @@ _RAISED_BY = {"max_points": "--max-points", "timeout_s": "--timeout"}
 MAX_LOCAL_POINTS = 1_000_000
 
 
-def _input_options(help_suffix: str) -> Callable[[Any], Any]:
+def _input_options(help_suffix: str, named_suffix: str = "") -> Callable[[Any], Any]:
     def decorate(f: Any) -> Any:
         for name, text in reversed(_INPUT_OPTIONS.items()):
             decls = _OPTION_DECLS.get(name, ("--" + name.replace("_", "-"),))
-            f = click.option(*decls, name, default=None, help=f"{text}{help_suffix}")(f)
+            suffix = named_suffix if name in _NAMED_INPUTS else help_suffix
+            f = click.option(*decls, name, default=None, help=f"{text}{suffix}")(f)
         return f
 
     return decorate
@@ -204,7 +207,7 @@ def _mbps(bps: float | None) -> str:
 
 
 @click.command("sweep")
-@_input_options("; a value, a list 1,2,4 or a range 0..20 / a..b:step")
+@_input_options("; a value, a list 1,2,4 or a range 0..20 / a..b:step", "; a name or a list a,b")
 @click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print the records as CSV.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write JSON/CSV here.")
@@ -340,6 +343,7 @@ def _sweep(
     if not (as_json or as_csv) or output:
         console = stdout_console()
         table = Table(title=f"{result['points']} points ({result['failed']} without an answer)")
+        failed = next((r["error"] for r in records if r["error"]), None)
         swept = list(result["axes"]) or ["cpu_tasks", "io_tasks"]
         for name in swept:
             table.add_column(name, justify="right")
@@ -358,6 +362,9 @@ def _sweep(
         print_table(table, console)
         if len(records) > len(shown):
             console.print(f"... {len(records) - len(shown)} more (use --json, --csv or --output)")
+        if failed is not None:
+            # The first reason on the screen; each row's is in the records' error column.
+            console.print(f"no answer: {failed}", markup=False, highlight=False)
         if plot:
             console.print(f"plot written to {plot}")
 
@@ -431,7 +438,7 @@ def _what_if(
     b = result["baseline"]
     console.print(
         f"now: {_mbps(b['effective_bottleneck_rate_bps'])} Mbit/s, "
-        f"{b['transfer_time_s']:.4g} s ({b['limited_by']})"
+        f"{b['transfer_time_s']:.4g} s ({b['limited_by']}), ranked with model={b['model']}"
     )
     table = Table(title="single changes, most time saved first")
     for name, justify in (

@@ -182,10 +182,10 @@ def advised_rate(
     """The effective bottleneck rate (bit/s) a blastrate service advises now, and where
     it came from (the ``auto`` block of ``send --json``).
 
-    ``model`` and ``profile`` are sent as the service's ``model`` and ``profile`` (the
-    paper's model, the service's default, is not named, so that a service from before
-    the model choice still answers).  Exits with status 4 (unreachable), 5 (server error)
-    or 3 (no rate) on failure.
+    ``model`` and ``profile`` are sent as the service's ``model`` and ``profile``; the
+    model always, since the service's default is not the same in every version (the
+    paper's before issue #39, the time-slice model since).  Exits with status 4
+    (unreachable), 5 (server error) or 3 (no rate) on failure.
     """
     import httpx
 
@@ -194,9 +194,8 @@ def advised_rate(
         "workload": "live",
         "file_size": str(file_size),
         "propagation_delay": f"{propagation_delay_s!r}",
+        "model": model,
     }
-    if model != "paper":
-        params["model"] = model
     if profile is not None:
         params["profile"] = profile
     try:

@@ -241,14 +241,15 @@ def time_slice_points_work(base: Mapping[str, Any], axes: Mapping[str, list[Any]
     share = sum(1 for m in models if (m or transport.DEFAULT_RECEIVER_MODEL) == "timeslice")
     if share == 0:
         return 0.0
-    profiles = [p for p in (axes.get("profile") or [base.get("profile")])]
     ks = [int(v) for v in axes.get("buffer_packets") or [base.get("buffer_packets")] if v]
     ns = [int(v) for v in axes.get("coalesce_packets") or [base.get("coalesce_packets")] if v]
-    for name in profiles:
+    # What the points leave unset comes from their profiles.
+    k_given, n_given = bool(ks), bool(ns)
+    for name in axes.get("profile") or [base.get("profile")]:
         profile = HOST_PROFILES.get(name or DEFAULT_PROFILE)
         if profile is not None:
-            ks.append(profile.buffer_packets)
-            ns.append(profile.coalesce_packets)
+            ks += [] if k_given else [profile.buffer_packets]
+            ns += [] if n_given else [profile.coalesce_packets]
     if not ks or not ns:
         return 0.0  # an unknown profile: the point itself reports it
     points = product_size(axes) * share / len(models)

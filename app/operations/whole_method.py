@@ -307,7 +307,7 @@ def _paper_answer(
     arguments: dict[str, Any] = {
         "file_size_bytes": transfer["file_size_bytes"],
         "propagation_delay_s": transfer["propagation_delay_s"],
-        "curve_points": int(options.get("curve_points", 200)),
+        "curve_points": int(options.get("curve_points") or 200),
     }
     service = None
     if inputs["nic_service"] == "exponential" and not options.get("include_service_time"):
@@ -349,7 +349,7 @@ def _time_slice_answer(
     curve = None
     if options.get("include_curve"):
         result, curve = transport.time_slice_with_curve(
-            workload, host, curve_points=int(options.get("curve_points", 200)), **arguments
+            workload, host, curve_points=options.get("curve_points"), **arguments
         )
     else:
         result = transport.time_slice_bottleneck_rate(workload, host, **arguments)

@@ -227,12 +227,15 @@ def worker_context() -> Any:
 
     A fork server where the platform has one, else spawn.  The solve pool and the SRN job
     runner share the one fork server, so its preload list is set here, once, for both:
-    it imports the solver stack (``app.runtime.jobs``) and the job runner, and every worker it
-    forks starts warm.
+    it imports the solver stack (``app.runtime.jobs``), the job runner and the time-slice
+    model (the default answer, which always runs in a worker), and every worker it forks
+    starts warm.
     """
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["app.runtime.jobs", "app.runtime.job_runner"])
+        context.set_forkserver_preload(
+            ["app.runtime.jobs", "app.runtime.job_runner", "transport.timeslice"]
+        )
         return context
     return multiprocessing.get_context("spawn")
 

@@ -295,7 +295,9 @@ class BottleneckRateRequest(RequestModel):
         default=200,
         ge=2,
         le=MAX_LIST,
-        description="Points of the curve (also scanned by the search).",
+        description="Points of the curve (the paper's model also scans them in its search). "
+        "Not sent, the time-slice model draws 200 or as many as its work bound allows where "
+        "that is fewer (95 at K = 1,736, N = 6); sent, more than that bound is refused.",
     )
     include_service_time: Flag = Field(
         default=False,

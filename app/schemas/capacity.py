@@ -44,9 +44,10 @@ _INPUTS: dict[str, tuple[str, bool]] = {
     "propagation_delay": ("One-way propagation delay (s, or `100ms`).", True),
     "nic_service": ("exponential (the paper's) or phase-type.", False),
     "model": (
-        "The receiver's model: paper (the default) or timeslice (sweeps only: the kernel's "
-        "default slice, exponential NIC service, K and N within max_advice_work). What-if "
-        "and the plots take paper only.",
+        "The receiver's model: timeslice (the default; with a built-in profile's inputs: "
+        "the kernel's default slice, exponential NIC service, K and N within "
+        "max_advice_work) or paper. What-if ranks with paper unless told, and refuses "
+        "timeslice.",
         False,
     ),
 }

@@ -12,8 +12,7 @@ References:
   (0, 0), (1, c_1), (2, c_2), ... by hand (rtol 1e-12); two workloads that the tables map
   to the same c give the same chain (a second route; numpy's default rtol 1e-7).
 * The curve beside an answer (``time_slice_with_curve``): the same rates scored by
-  ``time_slice_bottleneck_rate(rates_bps=...)`` (exact), and an answer no slower than any
-  point of it or than the search alone.
+  ``time_slice_bottleneck_rate(rates_bps=...)`` (exact), beside the search's own answer.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ from transport.timeslice import (
     competitors_per_core,
     scheduled_competitors,
     time_slice_bottleneck_rate,
+    time_slice_curve_points,
     time_slice_with_curve,
 )
 
@@ -378,9 +378,26 @@ def test_the_curve_beside_an_answer_is_the_model_on_an_even_grid(cpu_tasks: int)
     np.testing.assert_array_equal(curve.total_s, alone.curve.transfer_time_s)
     np.testing.assert_array_equal(curve.loss, alone.curve.first_round_loss)
     assert curve.completes.all()
+    # The answer is the search's, curve or not.
     search = time_slice_bottleneck_rate(
         workload, PROFILE, file_size_bytes=size, propagation_delay_s=delay
     )
-    assert result.transfer_time_s == min(search.transfer_time_s, float(curve.total_s.min()))
-    assert result.transfer_time_s <= float(curve.total_s.min())
-    assert result.rounds >= 1
+    assert (result.rate_bps, result.transfer_time_s, result.first_round_loss) == (
+        search.rate_bps,
+        search.transfer_time_s,
+        search.first_round_loss,
+    )
+    np.testing.assert_array_equal(result.curve.rate_bps, search.curve.rate_bps)
+
+
+def test_a_curve_has_as_many_points_as_the_work_bound_allows() -> None:
+    # Closed form: MAX_TIME_SLICE_CURVE_WORK // max(K (7 (N + 1))^2, 2e5).
+    small = host_profile("sx280-2007")  # K = 64, N = 6: 2e5 a point, 2,000 points
+    large = small.replace(buffer_packets=1736)  # 4,167,336 a point: 95 points
+    assert time_slice_curve_points(small) == 200
+    assert time_slice_curve_points(small, 2000) == 2000
+    assert time_slice_curve_points(large) == 95
+    assert time_slice_curve_points(large, 95) == 95
+    with pytest.raises(TransportParameterError, match="at most 95 points") as info:
+        time_slice_curve_points(large, 96)
+    assert info.value.parameter == "curve_points"

@@ -135,7 +135,7 @@ async def _answer(
         )
     heavy = False
     if "transfer" in inputs:
-        cells = queue_cells(inputs, states, int(options.get("curve_points", 200)))
+        cells = queue_cells(inputs, states, int(options.get("curve_points") or 200))
         if cells > limits.max_queue_cells:
             raise ProblemError(
                 "limit-exceeded",
@@ -373,7 +373,9 @@ async def post_bottleneck_rate(body: BottleneckRateRequest, request: Request) ->
                 provenance,
             ).to_dict()
         options = {
-            "curve_points": body.curve_points,
+            # Not sent: the time-slice model draws 200 points or as many as its work
+            # bound allows (transport.time_slice_curve_points), the paper's 200.
+            "curve_points": body.curve_points if "curve_points" in body.model_fields_set else None,
             "include_curve": body.include_curve,
             "include_service_time": body.include_service_time,
             "service_time_points": body.service_time_points,

@@ -258,7 +258,8 @@ def _sweep_figure(
 @router.get(
     "/plots/bottleneck-rate-grid",
     operation_id="plot_bottleneck_rate_grid",
-    summary="Effective bottleneck rate against C, one line per I (the paper's Fig. 3)",
+    summary="Effective bottleneck rate against C, one line per I (the paper's Fig. 3 with "
+    "model=paper)",
     responses={**_IMAGE, **NOT_MODIFIED, **problem_responses(422)},
     openapi_extra={"parameters": [*_RANGE_QUERY, _FORMAT_PARAMETER]},
 )

@@ -36,8 +36,10 @@ function fmtLoss(p) {
 const LIMITED_WHY = {
   "end-system": "Limited by the end system: the receiving host (the CPU share of its interrupt " +
     "path, its NIC ring) cannot take packets faster. Sending faster only adds loss and resends.",
-  "line-rate": "Limited by the line rate: the receiving host could take more than the network " +
-    "carries, so the transfer sends at the line rate.",
+  "line-rate": "Limited by the line rate: the transfer sends at the line rate. With the " +
+    "paper's model the receiving host could take more than the network carries; with the " +
+    "time-slice model it may lose part of each blast while the scheduler runs other tasks, " +
+    "and resending that is still quicker than sending slower.",
 };
 
 // The form's label of an API field ("query.cores" -> "Cores m"), or null.
@@ -327,7 +329,8 @@ async function loadProfiles() {
     select.innerHTML = "";
     for (const p of body.profiles) {
       if (p.built_in) builtInProfiles.add(p.name);
-      if (CALIBRATION_KEYS.some((k) => p.provenance && p.provenance[k] !== undefined)) {
+      const given = (v) => v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0);
+      if (CALIBRATION_KEYS.some((k) => p.provenance && given(p.provenance[k]))) {
         calibratedProfiles.add(p.name);
       }
       select.add(new Option(p.name, p.name));

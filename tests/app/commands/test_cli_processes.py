@@ -291,6 +291,11 @@ def test_serve_and_ask_it_from_another_process(unused_port: int, tmp_path: Path)
         local = invoke("rate", *RATE, "--json")
         assert local.exit_code == EXIT_OK
         assert json.loads(remote.stdout) == json.loads(local.stdout)
+        # Each model named reaches the server (review of b4a3a72: --model paper was not
+        # sent, and the server answered its own default, the time-slice model).
+        for model in ("paper", "timeslice"):
+            asked = invoke("rate", *RATE, "--server", url, "--model", model, "--json")
+            assert json.loads(asked.stdout)["inputs"]["model"] == model, asked.stderr
         bad = invoke("rate", *RATE, "--server", url, "--profile", "nope")
         assert bad.exit_code == EXIT_USAGE
         assert bad.stderr.startswith("blastrate: error: --profile:")

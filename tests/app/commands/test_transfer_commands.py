@@ -88,11 +88,11 @@ class _Advice(BaseHTTPRequestHandler):
 @pytest.mark.parametrize(
     ("extra", "asked"),
     [
-        # The time-slice model is send's default, and the service computes it too now.
+        # The model is always named: the service's default has changed once (review of
+        # b4a3a72: --model paper, not named, got the time-slice answer); a profile is
+        # passed on.
         ([], {"model": ["timeslice"]}),
-        # The paper's model is the service's default: not named (an older service
-        # refuses the parameter); a profile is passed on (both were refused before).
-        (["--model", "paper", "--profile", "lab"], {"profile": ["lab"]}),
+        (["--model", "paper", "--profile", "lab"], {"model": ["paper"], "profile": ["lab"]}),
     ],
 )
 def test_send_rate_auto_asks_the_receivers_service(

@@ -159,16 +159,14 @@ def test_post_matches_get_with_curve_and_service_time(api: TestClient) -> None:
     ).curve
     assert curve["loss"] == list(on_grid.first_round_loss)
     assert curve["total_s"] == [t if math.isfinite(t) else None for t in on_grid.transfer_time_s]
-    # The curve's points are scanned too (as the paper's search scans its curve): the time
-    # has several near-equal minima, and the search alone (32 rates, then 17 around the
-    # best) can miss one (525 Mbit/s at 0.978 s where a 200-point grid has 434 at 0.975 s).
-    # The answer is the better of the search's and the grid's best.
+    # One answer per set of inputs: asking for the curve does not change it (review of
+    # b4a3a72: with the curve's points scanned too, the page's plot and the numbers beside
+    # it disagreed).  The search may miss a tooth of the sawtooth that the curve shows,
+    # by at most 0.34 % over 75 workloads (benchmarks/timeslice_search.py).
+    for name in ("effective_bottleneck_rate_bps", "transfer_time_s", "loss_probability"):
+        assert body[name] == got.json()[name]
     best_on_grid = min(t for t in curve["total_s"] if t is not None)
-    assert body["transfer_time_s"] == min(got.json()["transfer_time_s"], best_on_grid)
-    if best_on_grid < got.json()["transfer_time_s"]:
-        k = curve["total_s"].index(best_on_grid)
-        assert body["effective_bottleneck_rate_bps"] == curve["send_rate_bps"][k]
-        assert body["loss_probability"] == curve["loss"][k]
+    assert body["transfer_time_s"] <= best_on_grid * 1.0035
     # SPEC section 2: C = 2, I = 0, m = 1 shares mu_net three ways.
     assert body["service_time"]["rate_per_s"] == pytest.approx(12_000.0 / 3, rel=1e-9)
 
@@ -234,3 +232,28 @@ def test_post_names_body_model(api: TestClient, problem_of: Any) -> None:
         422,
     )
     assert "body.model" in [e["field"] for e in body["errors"]]
+
+
+def test_a_curve_of_the_time_slice_model_has_as_many_points_as_its_bound_allows(
+    api: TestClient, problem_of: Callable[..., Any]
+) -> None:
+    # Closed form: 4e8 // (1736 (7 (6 + 1))^2) = 95 points at K = 1,736, N = 6.  Not asked,
+    # the curve has that many (review: a default of 200 was refused, naming no field);
+    # asked for more, the refusal names body.curve_points and the most allowed.
+    body = {
+        "workload": {"cpu_tasks": 2, "io_tasks": 0},
+        "host": {"profile": "sx280-2007", "buffer_packets": 1736},
+        "transfer": {"file_size_bytes": 20_000_000, "propagation_delay_s": 0.01},
+        "include_curve": True,
+    }
+    r = api.post("/bottleneck-rate", json=body)
+    assert r.status_code == 200, r.text
+    assert len(r.json()["curve"]["send_rate_bps"]) == 95
+    problem = problem_of(api.post("/bottleneck-rate", json={**body, "curve_points": 96}), 422)
+    assert [e["field"] for e in problem["errors"]] == ["body.curve_points"]
+    assert "at most 95 points" in problem["detail"]
+    plot = api.get(
+        "/plots/transfer-time",
+        params={**QUERY, "buffer_packets": 1736},
+    )
+    assert plot.status_code == 200, plot.text

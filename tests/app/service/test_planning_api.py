@@ -283,3 +283,23 @@ def test_the_time_slice_model_is_bounded_on_the_planning_routes(
     # An unknown model is refused, naming the field.
     body = problem_of(client.post("/sweeps", json={"inputs": {**base, "model": "magic"}}), 422)
     assert body["errors"][0]["field"].endswith("model")
+
+
+def test_the_time_slice_work_of_a_plot_counts_what_its_points_use() -> None:
+    """Closed form: points x (K (7 (N + 1))^2 + 3e5) for the largest K and N a point uses;
+    a K given overrides the profile's (review: buffer_packets=8 was costed as the
+    profile's 64); the paper's points cost nothing here."""
+    from app.operations.capacity import TIME_SLICE_POINT_WORK, time_slice_points_work
+
+    def cost(points: int, k: int, n: int) -> float:
+        return points * (k * (7 * (n + 1)) ** 2 + TIME_SLICE_POINT_WORK)
+
+    base = {"cpu_tasks": 2, "io_tasks": 0}
+    assert time_slice_points_work(base, {"cpu_tasks": [0, 1, 2]}) == cost(3, 64, 6)
+    assert time_slice_points_work({**base, "buffer_packets": 8}, {}) == cost(1, 8, 6)
+    axes = {"buffer_packets": [16, 128], "coalesce_packets": [2, 4]}
+    assert time_slice_points_work(base, axes) == cost(4, 128, 4)
+    assert time_slice_points_work({**base, "model": "paper"}, axes) == 0.0
+    # Half the points in each model: half the time-slice work.
+    both = {**axes, "model": ["paper", "timeslice"]}
+    assert time_slice_points_work(base, both) == cost(4, 128, 4)
