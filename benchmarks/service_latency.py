@@ -15,6 +15,9 @@ measures in the same run, over one keep-alive connection, one request at a time:
   size (I <= 3), with distinct file sizes and delays, so the whole method runs each time;
 * ``GET /bottleneck-rate`` cached: one workload, repeated (served from the result cache).
 
+``--model`` names the receiver model in every query; by default none is named, so the
+service answers with its default (the time-slice model since issue #39), as for a user.
+
 The three phases run in alternating blocks (``--block`` requests each, 50 by default:
 healthz, uncached, cached, healthz, ...), so that a change in the machine's load during
 the run (these machines are shared) weighs on the three alike and the ratios stay fair;
@@ -137,40 +140,49 @@ def summarise(latencies: list[float], elapsed: float) -> dict[str, float]:
     }
 
 
-_SOLVE_SERIES = 'blastrate_solve_duration_seconds_{}{{kind="bottleneck",where="process"}}'
+_SOLVE_SERIES = 'blastrate_solve_duration_seconds_{}{{kind="bottleneck",where="{}"}}'
+# In the service's threads (the paper's model) or in a worker process (the time-slice model).
+_SOLVE_PLACES = ("process", "worker-pool")
 
 
 def solve_totals(conn: http.client.HTTPConnection) -> tuple[float, float]:
-    """The service's own tally of in-process bottleneck computations: (seconds, count),
-    from its Prometheus solve-time histogram (the model alone, timed in the thread)."""
+    """The service's own tally of bottleneck computations: (seconds, count), from its
+    Prometheus solve-time histogram (the model alone, timed in the thread or around the
+    worker process's answer), summed over where they ran."""
     conn.request("GET", "/metrics")
     text = conn.getresponse().read().decode()
     values = {}
     for line in text.splitlines():
         name, _, value = line.rpartition(" ")
         values[name] = value
-    try:
-        return float(values[_SOLVE_SERIES.format("sum")]), float(
-            values[_SOLVE_SERIES.format("count")]
-        )
-    except KeyError:
+    places = [p for p in _SOLVE_PLACES if _SOLVE_SERIES.format("count", p) in values]
+    if not places:
         raise SystemExit(
-            f"/metrics has no {_SOLVE_SERIES.format('count')}: the model's share cannot be told"
-        ) from None
+            f"/metrics has no {_SOLVE_SERIES.format('count', '*')}: the model's share cannot "
+            "be told"
+        )
+    return (
+        sum(float(values[_SOLVE_SERIES.format("sum", p)]) for p in places),
+        sum(float(values[_SOLVE_SERIES.format("count", p)]) for p in places),
+    )
 
 
-def bottleneck_path(cpu: int, io: int, size: int, delay_ms: float, cores: int = 1) -> str:
-    query = {
+def bottleneck_path(
+    cpu: int, io: int, size: int, delay_ms: float, cores: int = 1, model: str | None = None
+) -> str:
+    query: dict[str, Any] = {
         "cpu_tasks": cpu,
         "io_tasks": io,
         "cores": cores,
         "file_size": str(size),
         "propagation_delay": f"{delay_ms}ms",
     }
+    if model is not None:
+        query["model"] = model
     return "/bottleneck-rate?" + urlencode(query)
 
 
-def distinct_workload(k: int) -> str:
+def distinct_workload(k: int, model: str | None = None) -> str:
     """Request k of the uncached phase: a workload no other request has.
 
     Paper-sized shapes (I = 0..3 I/O-bound tasks, one disk, so the nets compiled at
@@ -179,7 +191,7 @@ def distinct_workload(k: int) -> str:
     file size and delay vary too.
     """
     cpu, io, cores = 1 + k % 100, (k // 100) % 4, 1 + k // 400
-    return bottleneck_path(cpu, io, 500_000_000 + 1_000 * k, 50.0 + k % 100, cores)
+    return bottleneck_path(cpu, io, 500_000_000 + 1_000 * k, 50.0 + k % 100, cores, model)
 
 
 def main() -> None:
@@ -200,6 +212,13 @@ def main() -> None:
         help="also run a second server with BLASTRATE_COMPUTE_ON_LOOP_CPU=false, its blocks "
         "alternating with the first's (app.runtime.colocation)",
     )
+    parser.add_argument(
+        "--model",
+        choices=("paper", "timeslice"),
+        default=None,
+        help="name this receiver model in every query (default: none named, the service's "
+        "default, as a user who names none gets it)",
+    )
     args = parser.parse_args()
     n = args.requests
 
@@ -213,7 +232,7 @@ def main() -> None:
             port = free_port()
             servers[name] = (port, start_server(port, args.log_level, settings))
         ready_s = {name: wait_ready(port, server) for name, (port, server) in servers.items()}
-        runs = {name: Run(port) for name, (port, _) in servers.items()}
+        runs = {name: Run(port, args.model) for name, (port, _) in servers.items()}
         for start in range(0, n, args.block):
             # Blocks alternate between the servers too, so both see the same load.
             for run in runs.values():
@@ -242,14 +261,18 @@ def main() -> None:
 class Run:
     """The three phases against one server, block by block."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, model: str | None = None) -> None:
+        self.model = model
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         # Warm the connection and the interpreter's paths (not measured).
         measure(self.conn, ["/healthz"] * 200)
-        measure(self.conn, [bottleneck_path(2, 1, 400_000_000 + k, 50.0) for k in range(50)])
+        measure(
+            self.conn,
+            [bottleneck_path(2, 1, 400_000_000 + k, 50.0, model=model) for k in range(50)],
+        )
         # Distinct workloads: the paper's grid, each with its own file size and delay, so
         # no two requests share a cache key.
-        self.cached_path = bottleneck_path(2, 1, 500_000_000, 100.0)
+        self.cached_path = bottleneck_path(2, 1, 500_000_000, 100.0, model=model)
         measure(self.conn, [self.cached_path])  # fill the cache entry
         self.solve_before = solve_totals(self.conn)
         self.phases: dict[str, tuple[list[float], float]] = {
@@ -259,7 +282,7 @@ class Run:
     def block(self, start: int, size: int) -> None:
         for name, paths in (
             ("healthz", ["/healthz"] * size),
-            ("uncached", [distinct_workload(k) for k in range(start, start + size)]),
+            ("uncached", [distinct_workload(k, self.model) for k in range(start, start + size)]),
             ("cached", [self.cached_path] * size),
         ):
             latencies, elapsed = timed_requests(self.conn, paths)

@@ -44,14 +44,16 @@ Markovian environment); Kemeny and Snell, *Finite Markov Chains* (1960), §4.3
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import solve_banded
-from scipy.sparse.linalg import expm_multiply
 
 from ._validation import positive_integer, positive_scalar
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 from .errors import QueueParameterError
 
 __all__ = [
@@ -245,11 +247,24 @@ class ModulatedQueue:
         """The CTMC generator (1/s), states ordered level-major: ``n * M + j``.
 
         Level-major keeps the matrix banded (bandwidth about ``M * (N + 1)``), so the
-        sparse LU fills in only inside the band.  Assembled from index arrays in one
-        step: built from Kronecker products instead, the sparse bookkeeping cost about
-        20 ms per generator at K = 64, most of a time-slice answer (one per rate).
+        sparse LU fills in only inside the band.
         """
-        lam = positive_scalar(arrival_rate, "arrival_rate")
+        # scipy.sparse (about 0.1 s to import) only where a sparse matrix is asked for: the
+        # solves below take the entries straight into banded storage.
+        import scipy.sparse as sp
+
+        entries = self._entries(positive_scalar(arrival_rate, "arrival_rate"))
+        return sp.csc_matrix(
+            (entries.vals, (entries.rows, entries.cols)), shape=(entries.size, entries.size)
+        )
+
+    def _entries(self, lam: float) -> _Entries:
+        """The generator's nonzero entries (duplicates to be summed), from index arrays.
+
+        The solves below take them straight into LAPACK's banded storage: through sparse
+        matrices (Kronecker products, then transposes and slices), the bookkeeping cost
+        most of a time-slice answer, one generator per rate.
+        """
         K, N, M = self.buffer_packets, self.batch, self.phases
         assert self.backlogged_rates is not None  # filled in by __post_init__
         levels = np.arange(K + 1)
@@ -300,12 +315,9 @@ class ModulatedQueue:
         rows.append(np.arange(size))
         cols.append(np.arange(size))
         vals.append(-out.ravel())
-        q = sp.csc_matrix(
-            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-            shape=(size, size),
-        )
-        q.eliminate_zeros()
-        return q
+        r, c, v = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+        nonzero = v != 0.0  # a zero would only widen the band
+        return _Entries(r[nonzero], c[nonzero], v[nonzero], size)
 
     def anchor(self, arrival_rate: float) -> int:
         """A likely state to anchor the stationary solve: empty below capacity, else full.
@@ -483,33 +495,55 @@ def lag_environment(
     return busy, idle, service, start
 
 
-def _banded_solve(a: sp.spmatrix, b: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Solve ``a x = b`` for a banded sparse ``a`` with LAPACK's banded LU (gbsv)."""
-    coo = sp.coo_matrix(a)
-    offsets = coo.col - coo.row
+class _Entries(NamedTuple):
+    """A square matrix's nonzero entries (duplicates summed) and its order."""
+
+    rows: NDArray[np.intp]
+    cols: NDArray[np.intp]
+    vals: NDArray[np.float64]
+    size: int
+
+    def without(self, state: int) -> _Entries:
+        """The matrix with row and column ``state`` removed (later indices move up)."""
+        keep = (self.rows != state) & (self.cols != state)
+        rows, cols = self.rows[keep], self.cols[keep]
+        return _Entries(
+            rows - (rows > state), cols - (cols > state), self.vals[keep], self.size - 1
+        )
+
+    def transposed(self) -> _Entries:
+        return _Entries(self.cols, self.rows, self.vals, self.size)
+
+
+def _banded_solve(a: _Entries, b: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Solve ``a x = b`` for a banded ``a`` with LAPACK's banded LU (gbsv)."""
+    offsets = a.cols - a.rows
     lower = int(max(0, -offsets.min())) if offsets.size else 0
     upper = int(max(0, offsets.max())) if offsets.size else 0
-    ab = np.zeros((lower + upper + 1, a.shape[1]))
-    np.add.at(ab, (upper + coo.row - coo.col, coo.col), coo.data)
+    ab = np.zeros((lower + upper + 1, a.size))
+    np.add.at(ab, (upper - offsets, a.cols), a.vals)
     return solve_banded((lower, upper), ab, b, check_finite=False)
 
 
-def _stationary(q: sp.csc_matrix, anchor: int = 0) -> NDArray[np.float64]:
-    """pi with pi Q = 0, sum pi = 1, for an irreducible generator.
+def _stationary(q: _Entries, anchor: int = 0) -> NDArray[np.float64]:
+    """pi with pi Q = 0, sum pi = 1, for an irreducible generator (given by its entries).
 
     Fixes ``pi[anchor] = 1`` and solves the other balance equations, which stay banded
     in the level-major order (a normalisation row would not).  The anchor should be a
     likely state, so that no other is 1e300 times likelier.
     """
-    n = q.shape[0]
+    n = q.size
     if n == 1:
         return np.ones(1)
-    keep = np.r_[0:anchor, anchor + 1 : n]
-    qt = sp.csr_matrix(q.T)
-    rest = _banded_solve(qt[keep][:, keep], -qt[keep][:, [anchor]].toarray().ravel())
+    # The balance equations Q^T pi = 0 without the anchor's: the anchor's row of Q moves
+    # to the right-hand side.
+    from_anchor = (q.rows == anchor) & (q.cols != anchor)
+    b = np.zeros(n)
+    np.add.at(b, q.cols[from_anchor], -q.vals[from_anchor])
+    rest = _banded_solve(q.transposed().without(anchor), np.delete(b, anchor))
     pi = np.empty(n)
     pi[anchor] = 1.0
-    pi[keep] = np.clip(rest, 0.0, None)
+    pi[np.arange(n) != anchor] = np.clip(rest, 0.0, None)
     total = pi.sum()
     if not np.isfinite(total):
         raise QueueParameterError("arrival_rate", "the chain is too stiff to solve in float64")
@@ -539,7 +573,7 @@ def modulated_loss(queue: ModulatedQueue, arrival_rates: ArrayLike) -> NDArray[n
     """
     lam = _check_rates(arrival_rates)
     full = queue.full_states()
-    return np.array([_stationary(queue.generator(x), queue.anchor(x))[full].sum() for x in lam])
+    return np.array([_stationary(queue._entries(x), queue.anchor(x))[full].sum() for x in lam])
 
 
 def blast_loss(
@@ -605,7 +639,7 @@ def blast_loss_terms(
     mean_level = np.empty(lam.size)
     levels = np.repeat(np.arange(queue.buffer_packets + 1), queue.phases)
     for i, x in enumerate(lam):  # one sparse factorisation per rate, never per state
-        q = queue.generator(x)
+        q = queue._entries(float(x))
         pi = _stationary(q, queue.anchor(x))
         p_k[i] = pi[full].sum()
         deviation[i] = _deviation(q, pi, full, p_k[i], start)
@@ -614,21 +648,21 @@ def blast_loss_terms(
 
 
 def _deviation(
-    q: sp.csc_matrix,
+    q: _Entries,
     pi: NDArray[np.float64],
     full: NDArray[np.intp],
     p_k: float,
     start: NDArray[np.float64],
 ) -> float:
     """``int_0^inf (P_start(n_t = K) - p_K) dt`` (s) from the Poisson equation."""
-    size = q.shape[0]
+    size = q.size
     g = np.full(size, p_k)
     g[full] -= 1.0
     # Q h = g has solutions h + const (pi g = 0): fix h at the last state and drop its
     # equation, which the others imply.
     keep = size - 1
     h = np.zeros(size)
-    h[:keep] = _banded_solve(q[:keep, :keep], g[:keep])
+    h[:keep] = _banded_solve(q.without(keep), g[:keep])
     return float(start @ h - pi @ h)
 
 
@@ -649,6 +683,9 @@ def blast_loss_exact(queue: ModulatedQueue, arrival_rate: float, packets: float)
     f = np.zeros(size)
     f[queue.full_states()] = 1.0
     # d/dt [x, a] = [x Q, x f]: the row vector's last entry accumulates P(full) dt.
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import expm_multiply
+
     aug = sp.bmat([[q, sp.csc_matrix(f[:, None])], [None, sp.csc_matrix((1, 1))]])
     x0 = np.append(queue.empty_start(), 0.0)
     xt = expm_multiply(sp.csc_matrix(aug).T, x0, start=0.0, stop=n / lam, num=2, endpoint=True)[-1]
