@@ -277,8 +277,8 @@ class Settings(BaseSettings):
         gt=0,
         description="Work of the time-slice model behind one plot, or one sweep in the "
         "service's threads (larger sweeps go to the pool): per point K (7 (N + 1))^2 plus "
-        "3e5, about 0.18 us a unit on a 2-core host (6 s in all; 88 points at K = 64, "
-        "N = 6).",
+        "3e5, about 0.1-0.16 us a unit on a 2-core host (4-6 s in all; 88 points at "
+        "K = 64, N = 6).",
     )
     plot_cache_entries: int = Field(default=256, ge=0, description="Rendered plots kept in memory.")
     # -- cache ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ Two models predict the effective bottleneck rate:
   70-543 ms per answer at K = 1,736 on a busy receiver, since nothing of it is solved
   ahead.
 * ``"timeslice"``: the scheduler's slices, the kernel's work per datagram and finite
-  blasts (:func:`transport.time_slice_bottleneck_rate`).  0.2 to 2.5 s per workload,
+  blasts (:func:`transport.time_slice_bottleneck_rate`).  20 ms to 0.7 s per workload,
   which a receiver solves ahead, so that an answer takes about a millisecond.
 
 Issue #39's rule for a default: the simplest and cheapest model that no other beats

@@ -228,8 +228,9 @@ def check_point_limits(
 
 
 #: The time-slice model's cost of a point beyond its chain's (``K (7 (N + 1))^2``), in
-#: the same units: two searches' fixed work, about 50 ms at K = 64 on this 2-core machine
-#: (``benchmarks/timeslice_answer.py``), where the chain's work costs about 0.18 us a unit.
+#: the same units: a search's fixed work.  On this 2-core machine a point took 42 ms at
+#: K = 64 (4.5e5 units) and 0.71 s at K = 1,736 (4.5e6), about 0.1-0.16 us a unit
+#: (``benchmarks/timeslice_answer.py``).
 TIME_SLICE_POINT_WORK = 3.0e5
 
 
