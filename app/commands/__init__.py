@@ -58,6 +58,7 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -174,7 +175,18 @@ def _usage_line(error: click.UsageError) -> str:
         if isinstance(error, click.MissingParameter):
             return f"{name}: required"
         return f"{name}: {error.message}"
+    extra = _EXTRA_ARGUMENTS.match(error.format_message())
+    if extra is not None:
+        # Most often a value and its unit typed apart (--file-size 500 MB).
+        return (
+            f"unexpected argument(s) {extra.group(1)}: a value and its unit are one word "
+            "(500MB, 100ms, 10Gbps)"
+        )
     return error.format_message()
+
+
+#: Click's message for words that no option or argument takes.
+_EXTRA_ARGUMENTS = re.compile(r"Got unexpected extra arguments? \((.*)\)$")
 
 
 def _shortened(text: str, limit: int) -> str:

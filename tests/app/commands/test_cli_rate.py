@@ -375,3 +375,14 @@ def test_the_chain_limit_is_read_from_the_environment_as_the_service_reads_it(
     r = invoke("rate", *RATE)
     assert r.exit_code == status, r.stderr
     assert r.stderr.startswith(f"blastrate: error: {message}") and r.stderr.count("\n") == 1
+
+
+def test_a_value_typed_apart_from_its_unit_is_one_line_that_says_so() -> None:
+    # Newcomer's trial: "--file-size 500 MB" gave Click's "Got unexpected extra argument
+    # (MB)", which said nothing of the cause.
+    result = invoke("rate", "-C", "2", "-I", "1", "--file-size", "500", "MB", "--delay", "1ms")
+    assert result.exit_code == EXIT_USAGE
+    assert result.stderr == (
+        "blastrate: error: unexpected argument(s) MB: a value and its unit are one word "
+        "(500MB, 100ms, 10Gbps)\n"
+    )
