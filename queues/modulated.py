@@ -51,10 +51,10 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import solve_banded
 
 from ._validation import positive_integer, positive_scalar
+from .errors import QueueParameterError
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
-from .errors import QueueParameterError
 
 __all__ = [
     "MAX_MODULATED_STATES",
@@ -67,8 +67,8 @@ __all__ = [
     "time_slice_environment",
 ]
 
-#: Largest chain (phases x (K + 1)) the solver builds: a sparse LU of this size takes
-#: tens of milliseconds.
+#: Largest chain (phases x (K + 1)) the solver builds; its banded LU costs about the
+#: states times the band's width squared.
 MAX_MODULATED_STATES = 400_000
 
 
@@ -247,7 +247,7 @@ class ModulatedQueue:
         """The CTMC generator (1/s), states ordered level-major: ``n * M + j``.
 
         Level-major keeps the matrix banded (bandwidth about ``M * (N + 1)``), so the
-        sparse LU fills in only inside the band.
+        banded LU of the solves below fills in only inside the band.
         """
         # scipy.sparse (about 0.1 s to import) only where a sparse matrix is asked for: the
         # solves below take the entries straight into banded storage.
@@ -496,7 +496,7 @@ def lag_environment(
 
 
 class _Entries(NamedTuple):
-    """A square matrix's nonzero entries (duplicates summed) and its order."""
+    """A square matrix's nonzero entries (duplicates to be summed) and its order."""
 
     rows: NDArray[np.intp]
     cols: NDArray[np.intp]
@@ -638,7 +638,7 @@ def blast_loss_terms(
     deviation = np.empty(lam.size)
     mean_level = np.empty(lam.size)
     levels = np.repeat(np.arange(queue.buffer_packets + 1), queue.phases)
-    for i, x in enumerate(lam):  # one sparse factorisation per rate, never per state
+    for i, x in enumerate(lam):  # one banded factorisation per rate, never per state
         q = queue._entries(float(x))
         pi = _stationary(q, queue.anchor(x))
         p_k[i] = pi[full].sum()
