@@ -8,7 +8,12 @@ difference between the two models is the solve itself, so both are timed:
 
 * ``solve``: :func:`planning.evaluate_point` in a warm worker process (imports, Numba
   caches and compiled nets loaded before timing), per workload;
-* ``cli``: the installed ``blastrate rate ... --model M --json`` as a shell runs it.
+* ``cli``: the installed ``blastrate rate ... --model M --json`` as a shell runs it;
+* ``sweep``: ten file sizes (100 MB to 1 GB) of one workload in the warm worker, as a
+  sweep over ``file_size`` evaluates them.
+
+Each job starts with none of the terms the process keeps (``transport.timeslice``), so
+``solve`` is a first answer and ``sweep`` reuses only what its own ten points share.
 
 Workloads: the built-in profile (K = 64, N = 6) and the lab's buffer (K = 1,736), C = 0,
 2 and 5 CPU-bound tasks, I = 1, 500 MB over 100 ms.  Each block runs every (tree, model,
@@ -46,14 +51,25 @@ for k in (64, 1736):
         evaluate_point({"cpu_tasks": 2, "io_tasks": 1, "file_size": 500_000_000,
                         "propagation_delay": 0.1, "buffer_packets": k, "model": model})
 print("ready", flush=True)
+import transport.timeslice as timeslice
+kept = getattr(timeslice, "_SOLVED", None)  # the terms a process keeps (not in old trees)
 for line in sys.stdin:
     point = json.loads(line)
+    sizes = point.pop("sizes", None)
+    if kept is not None:
+        kept._solved.clear()  # every job starts cold: nothing kept from an earlier one
     start = time.perf_counter()
-    record = evaluate_point(point)
+    if sizes is None:
+        record = evaluate_point(point)
+    else:  # one workload, several file sizes: a sweep over file_size
+        for size in sizes:
+            record = evaluate_point({**point, "file_size": size})
     seconds = time.perf_counter() - start
     print(json.dumps({"s": seconds, "rate": record["effective_bottleneck_rate_bps"],
                       "error": record["error"]}), flush=True)
 """
+#: The file sizes of the sweep case (bytes): 100 MB to 1 GB.
+SWEEP_SIZES = [100_000_000 * k for k in range(1, 11)]
 
 
 def _point(k: int, c: int, model: str) -> dict[str, Any]:
@@ -122,6 +138,7 @@ def main() -> None:
         if workers[name].stdout.readline().strip() != "ready":
             raise SystemExit(f"{name}: the worker did not start")
     solve: dict[tuple[Any, ...], list[float]] = {}
+    sweep: dict[tuple[Any, ...], list[float]] = {}
     cli: dict[tuple[Any, ...], list[float]] = {}
     answers: dict[tuple[Any, ...], float] = {}
     load_before = os.getloadavg()[0]
@@ -140,6 +157,10 @@ def main() -> None:
                     raise SystemExit(f"{tree} {model} K={k} C={c}: {answer['error']}")
                 solve.setdefault((tree, model, (k, c)), []).append(answer["s"])
                 answers[(tree, model, (k, c))] = answer["rate"]
+                worker.stdin.write(json.dumps({**_point(k, c, model), "sizes": SWEEP_SIZES}) + "\n")
+                worker.stdin.flush()
+                answer = json.loads(worker.stdout.readline())
+                sweep.setdefault((tree, model, (k, c)), []).append(answer["s"])
             rng.shuffle(jobs)
             for tree, model, (k, c) in jobs:
                 seconds, _ = _cli(trees[tree], k, c, model)
@@ -159,17 +180,22 @@ def main() -> None:
     print(f"load average {load_before:.2f} before, {load_after:.2f} after")
     print(
         f"{'tree':7} {'model':10} {'K':>5} {'C':>2} {'solve ms':>9} {'cli ms':>8} "
-        f"{'rate Mbit/s':>12}"
+        f"{'sweep ms':>9} {'rate Mbit/s':>12}"
     )
     for tree in trees:
         for model in MODELS:
             for k, c in WORKLOADS:
                 key = (tree, model, (k, c))
                 s, cl = float(np.median(solve[key])), float(np.median(cli[key]))
-                out["median_s"][f"{tree} {model} K={k} C={c}"] = {"solve": s, "cli": cl}
+                sw = float(np.median(sweep[key]))
+                out["median_s"][f"{tree} {model} K={k} C={c}"] = {
+                    "solve": s,
+                    "cli": cl,
+                    "sweep_10_sizes": sw,
+                }
                 print(
                     f"{tree:7} {model:10} {k:5d} {c:2d} {s * 1e3:9.1f} {cl * 1e3:8.0f} "
-                    f"{answers[key] / 1e6:12.1f}"
+                    f"{sw * 1e3:9.1f} {answers[key] / 1e6:12.1f}"
                 )
     pairs = [("timeslice over paper", ("this", "timeslice"), ("this", "paper"))]
     if "before" in trees:
@@ -182,7 +208,7 @@ def main() -> None:
         out["same_answers_as_before"] = same
         print(f"same answers as before: {same}")
     for label, num, den in pairs:
-        for kind, times in (("solve", solve), ("cli", cli)):
+        for kind, times in (("solve", solve), ("cli", cli), ("sweep", sweep)):
             r = _ratio(times, num, den)
             out["ratios"][f"{label} ({kind})"] = r
             low, high = r["blocks_95"]

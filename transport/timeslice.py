@@ -27,6 +27,8 @@ something, the receiver's settle time.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -730,20 +732,71 @@ def time_slice_bottleneck_rate(
         slice_stages=slice_stages,
     )
     if rates_bps is not None:
-        terms = time_slice_terms(
-            workload, profile, rates_bps=np.asarray(rates_bps, dtype=np.float64), **host
-        )
+        terms = _SOLVED.terms(workload, profile, np.asarray(rates_bps, dtype=np.float64), host)
         return terms.play(size, delay, settle_s)
-    coarse = time_slice_terms(
-        workload, profile, rates_bps=time_slice_grid(profile.line_rate_bps, grid_points), **host
+    coarse = _SOLVED.terms(
+        workload, profile, time_slice_grid(profile.line_rate_bps, grid_points), host
     )
-    fine = time_slice_terms(
-        workload,
-        profile,
-        rates_bps=time_slice_refinement(coarse.rate_bps, coarse.best_index(size, delay, settle_s)),
-        **host,
-    )
+    best = coarse.best_index(size, delay, settle_s)
+    fine = _SOLVED.terms(workload, profile, time_slice_refinement(coarse.rate_bps, best), host)
     return coarse.merged(fine).play(size, delay, settle_s)
+
+
+class _SolvedTerms:
+    """The terms this process solved last, by everything they depend on (an LRU).
+
+    The terms of a host and workload hold for every file and delay: a sweep over file
+    sizes or delays, a plot beside an answer, or a service asked the same workload for
+    another transfer, solves the coarse grid once and each refinement once, where each
+    answer solved 49 chains.  The arrays are made read-only, as they are shared.
+    """
+
+    def __init__(self, entries: int) -> None:
+        self.entries = entries
+        self._lock = threading.Lock()
+        self._solved: OrderedDict[Any, TimeSliceTerms] = OrderedDict()
+
+    def terms(
+        self,
+        workload: Workload,
+        profile: HostProfile,
+        rates: NDArray[np.float64],
+        host: Mapping[str, Any],
+    ) -> TimeSliceTerms:
+        competitors = host["effective_competitors"]
+        try:
+            measured = tuple(float(c) for c in competitors)
+        except (TypeError, ValueError):
+            measured = None  # left to time_slice_terms to refuse, uncached
+        if measured is None or rates.ndim != 1:
+            return time_slice_terms(workload, profile, rates_bps=rates, **host)
+        key = (
+            workload,
+            profile,
+            rates.tobytes(),
+            tuple((k, measured if k == "effective_competitors" else v) for k, v in host.items()),
+        )
+        try:
+            hash(key)
+        except TypeError:  # an input of an odd type: solved (or refused) uncached
+            return time_slice_terms(workload, profile, rates_bps=rates, **host)
+        with self._lock:
+            found = self._solved.get(key)
+            if found is not None:
+                self._solved.move_to_end(key)
+                return found
+        solved = time_slice_terms(workload, profile, rates_bps=rates, **host)
+        for name in ("rate_bps", "stationary_loss", "shift", "backlog", "drain_per_s"):
+            getattr(solved, name).flags.writeable = False
+        with self._lock:
+            self._solved[key] = solved
+            while len(self._solved) > self.entries:
+                self._solved.popitem(last=False)
+        return solved
+
+
+#: The process's solved terms: about 2 KB each.
+_SOLVED = _SolvedTerms(512)
 
 
 def time_slice_curve_points(profile: HostProfile, curve_points: int | None = None) -> int:

@@ -401,3 +401,53 @@ def test_a_curve_has_as_many_points_as_the_work_bound_allows() -> None:
     with pytest.raises(TransportParameterError, match="at most 95 points") as info:
         time_slice_curve_points(large, 96)
     assert info.value.parameter == "curve_points"
+
+
+def _answer(**changes: object) -> tuple[float, float, float]:
+    keywords: dict[str, object] = {
+        "file_size_bytes": 50_000_000,
+        "propagation_delay_s": 0.01,
+        "time_slice_s": 2e-3,
+        "kernel_s_per_datagram": 2e-6,
+        "wakeup_s": 1e-5,
+        "scheduler": "lag",
+        "effective_competitors": (0.9, 1.7),
+        "slice_stages": 3,
+        "settle_s": 0.02,
+    }
+    keywords.update(changes)
+    workload = keywords.pop("workload", Workload(cpu_tasks=2, io_tasks=1))
+    profile = keywords.pop("profile", PROFILE)
+    r = time_slice_bottleneck_rate(workload, profile, **keywords)  # type: ignore[arg-type]
+    return r.rate_bps, r.transfer_time_s, r.first_round_loss
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"file_size_bytes": 70_000_000},
+        {"propagation_delay_s": 0.05},
+        {"time_slice_s": 3e-3},
+        {"kernel_s_per_datagram": 4e-6},
+        {"wakeup_s": 2e-5},
+        {"scheduler": "rotation", "wakeup_s": 0.0},
+        {"effective_competitors": [0.9, 1.8]},
+        {"slice_stages": 2},
+        {"workload": Workload(cpu_tasks=3, io_tasks=1)},
+        {"profile": PROFILE.replace(buffer_packets=300)},
+        {"profile": PROFILE.replace(name="other")},
+    ],
+)
+def test_solved_terms_are_reused_only_for_the_same_inputs(change: dict[str, object]) -> None:
+    """The process keeps the terms it solved (transport.timeslice._SOLVED): a sweep over
+    file sizes solves each workload once.  Reference: the same answer with nothing kept
+    (exact); an answer after another input's terms were kept must be its own."""
+    from transport import timeslice
+
+    timeslice._SOLVED._solved.clear()
+    fresh = _answer(**change)
+    timeslice._SOLVED._solved.clear()
+    _answer()  # the base's terms kept
+    assert _answer(**change) == fresh  # never the base's terms for another input
+    assert _answer(**change) == fresh  # its own, kept
