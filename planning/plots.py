@@ -7,8 +7,8 @@ SVG output keeps text as text (smaller, searchable) and is deterministic (fixed 
 date), so the same inputs give the same bytes and a cache can serve them.
 
 * :func:`transfer_time_figure`: T(B_send) with the optimum marked (the paper's Fig. 4).
-* :func:`loss_figure`: the NIC's loss probability against the sending rate
-  (:func:`loss_curve_figure` from plain arrays: the time-slice model's first-blast loss).
+* :func:`loss_figure`: the loss against the sending rate: the NIC queue's (the paper's
+  model) or the first blast's (the time-slice model's).
 * :func:`service_time_figure`: the interrupt service-time CDF with its quantiles.
 * :func:`sweep_figure`: any result of a sweep against one input, one line per value of
   another (``x="cpu_tasks", series="io_tasks"`` is the paper's Fig. 3).
@@ -31,12 +31,12 @@ if TYPE_CHECKING:
     from host import InterruptServiceTime
 
 from .errors import PlanningError
+from .points import PointCurve
 
 __all__ = [
     "OPTIMUM_ID",
     "PLOT_FORMATS",
     "curve_figure",
-    "loss_curve_figure",
     "loss_figure",
     "render",
     "service_time_figure",
@@ -136,14 +136,17 @@ def _mark_optimum(ax: Any, x: float, y: float, label: str) -> None:
     marker.set_gid(OPTIMUM_ID)
 
 
-def transfer_time_figure(best: transport.BottleneckRate, *, title: str | None = None) -> Figure:
+def transfer_time_figure(
+    best: transport.BottleneckRate | PointCurve, *, title: str | None = None
+) -> Figure:
     """Transfer time against the sending rate, the optimum marked (the paper's Fig. 4).
 
     Parameters
     ----------
-    best : transport.BottleneckRate
-        A search result; its ``curve`` is drawn (rates in Mbit/s, T in s) and its optimum
-        marked with a star whose SVG id is ``optimum``.
+    best : transport.BottleneckRate or PointCurve
+        A search result of the paper's model, or either model's curve at a point
+        (:func:`planning.point_curve`); its ``curve`` is drawn (rates in Mbit/s, T in s)
+        and its optimum marked with a star whose SVG id is ``optimum``.
     title : str, optional
         Figure title.
 
@@ -209,49 +212,20 @@ def curve_figure(
     return _readable(fig)
 
 
-def loss_figure(best: transport.BottleneckRate, *, title: str | None = None) -> Figure:
-    """The NIC's loss probability against the sending rate, the optimum marked.
-
-    Parameters
-    ----------
-    best : transport.BottleneckRate
-        A search result; the loss along its ``curve`` is drawn.
-    title : str, optional
-        Figure title.
-
-    Returns
-    -------
-    Figure
-    """
-    return loss_curve_figure(
-        best.curve.send_rate_bps,
-        best.curve.loss,
-        optimum=(best.rate_bps, best.loss),
-        line_rate_bps=best.line_rate_bps,
-        title=title,
-    )
-
-
-def loss_curve_figure(
-    send_rate_bps: Any,
-    loss: Any,
+def loss_figure(
+    best: transport.BottleneckRate | PointCurve,
     *,
-    optimum: tuple[float, float],
-    line_rate_bps: float,
     title: str | None = None,
     label: str = "loss",
 ) -> Figure:
-    """A loss probability against the sending rate from plain arrays, the optimum marked.
+    """A loss probability against the sending rate, the optimum marked.
 
     Parameters
     ----------
-    send_rate_bps, loss : array_like
-        Sending rates (bit/s) and the loss at each (dimensionless; drawn capped at 1).
-    optimum : (float, float)
-        The effective bottleneck rate (bit/s) and the loss there, marked with a star
-        whose SVG id is ``optimum``.
-    line_rate_bps : float
-        Right end of the rate axis (bit/s).
+    best : transport.BottleneckRate or PointCurve
+        As :func:`transfer_time_figure`; the loss along its ``curve`` is drawn (capped at
+        1): the NIC queue's stationary loss (the paper's model) or the first blast's (the
+        time-slice model's).
     title : str, optional
         Figure title.
     label : str, default "loss"
@@ -261,15 +235,14 @@ def loss_curve_figure(
     -------
     Figure
     """
-    rates = np.asarray(send_rate_bps, dtype=float)
-    capped = np.minimum(np.asarray(loss, dtype=float), 1.0)
-    rate, at_optimum = optimum
+    curve = best.curve
+    loss = np.minimum(curve.loss, 1.0)
     fig = _figure()
     ax = fig.add_subplot()
-    ax.plot(rates * 1e-6, capped, color=_COLORS[1], lw=1.6, label=label)
-    _mark_optimum(ax, rate * 1e-6, at_optimum, f"at the optimum: {at_optimum:.3g}")
-    ax.set_xlim(0.0, line_rate_bps * 1e-6)
-    top = float(capped.max()) if capped.size else 0.0
+    ax.plot(curve.send_rate_bps * 1e-6, loss, color=_COLORS[1], lw=1.6, label=label)
+    _mark_optimum(ax, best.rate_bps * 1e-6, best.loss, f"at the optimum: {best.loss:.3g}")
+    ax.set_xlim(0.0, best.line_rate_bps * 1e-6)
+    top = float(loss.max()) if loss.size else 0.0
     ax.set_ylim(0.0, max(0.05, top * 1.05))
     ax.set_xlabel("sending rate (Mbit/s)")
     ax.set_ylabel("loss probability")

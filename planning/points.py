@@ -331,17 +331,10 @@ def point_curve(resolved: Mapping[str, Any], *, curve_points: int | None = None)
         return PointCurve(
             best.curve, best.rate_bps, best.transfer_time_s, best.loss, best.line_rate_bps, "paper"
         )
-    workload, profile = point_objects(resolved)
-    costs = transport.time_slice_costs(None, profile)
+    workload, profile, keywords = _time_slice_inputs(resolved)
     result, curve = _translated(
         lambda: transport.time_slice_with_curve(
-            workload,
-            profile,
-            file_size_bytes=resolved["file_size"],
-            propagation_delay_s=resolved["propagation_delay"],
-            curve_points=curve_points,
-            settle_s=transport.DEFAULT_SETTLE_S,
-            **costs.to_dict(),
+            workload, profile, curve_points=curve_points, **keywords
         )
     )
     return PointCurve(
@@ -352,6 +345,23 @@ def point_curve(resolved: Mapping[str, Any], *, curve_points: int | None = None)
         profile.line_rate_bps,
         "timeslice",
     )
+
+
+def _time_slice_inputs(
+    resolved: Mapping[str, Any],
+) -> tuple[Workload, HostProfile, dict[str, Any]]:
+    """The workload, profile and keywords of the time-slice model at a resolved point: a
+    built-in profile's costs (the kernel's default slice, no kernel or wake-up cost) and
+    the receiver's default settle time, as ``/bottleneck-rate?model=timeslice`` takes
+    them for a built-in profile."""
+    workload, profile = point_objects(resolved)
+    keywords = {
+        "file_size_bytes": resolved["file_size"],
+        "propagation_delay_s": resolved["propagation_delay"],
+        "settle_s": transport.DEFAULT_SETTLE_S,
+        **transport.time_slice_costs(None, profile).to_dict(),
+    }
+    return workload, profile, keywords
 
 
 def _paper_rate(resolved: Mapping[str, Any]) -> transport.PaperRate:
@@ -433,17 +443,9 @@ def _time_slice_results(resolved: Mapping[str, Any]) -> dict[str, Any]:
     """:data:`RESULT_FIELDS` of the time-slice model at a resolved point, as
     ``/bottleneck-rate?model=timeslice`` answers them for a built-in profile: the loss is the
     first blast's, the service rate the receiver's wake-up rate while it holds the CPU."""
-    workload, profile = point_objects(resolved)
-    costs = transport.time_slice_costs(None, profile)
+    workload, profile, keywords = _time_slice_inputs(resolved)
     try:
-        result = transport.time_slice_bottleneck_rate(
-            workload,
-            profile,
-            file_size_bytes=resolved["file_size"],
-            propagation_delay_s=resolved["propagation_delay"],
-            settle_s=transport.DEFAULT_SETTLE_S,
-            **costs.to_dict(),
-        )
+        result = transport.time_slice_bottleneck_rate(workload, profile, **keywords)
     except (WorkloadError, transport.TransportParameterError, queues.QueueParameterError) as exc:
         return {**dict.fromkeys(RESULT_FIELDS), "error": str(_translate(exc))}
     return {

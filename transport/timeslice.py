@@ -763,22 +763,17 @@ class _SolvedTerms:
         rates: NDArray[np.float64],
         host: Mapping[str, Any],
     ) -> TimeSliceTerms:
-        competitors = host["effective_competitors"]
         try:
-            measured = tuple(float(c) for c in competitors)
-        except (TypeError, ValueError):
-            measured = None  # left to time_slice_terms to refuse, uncached
-        if measured is None or rates.ndim != 1:
-            return time_slice_terms(workload, profile, rates_bps=rates, **host)
-        key = (
-            workload,
-            profile,
-            rates.tobytes(),
-            tuple((k, measured if k == "effective_competitors" else v) for k, v in host.items()),
-        )
-        try:
+            measured = tuple(float(c) for c in host["effective_competitors"])
+            key = (
+                workload,
+                profile,
+                rates.shape,
+                rates.tobytes(),
+                tuple({**host, "effective_competitors": measured}.items()),
+            )
             hash(key)
-        except TypeError:  # an input of an odd type: solved (or refused) uncached
+        except (TypeError, ValueError):  # an input of an odd type: solved (or refused) uncached
             return time_slice_terms(workload, profile, rates_bps=rates, **host)
         with self._lock:
             found = self._solved.get(key)

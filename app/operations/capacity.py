@@ -242,15 +242,15 @@ def time_slice_points_work(base: Mapping[str, Any], axes: Mapping[str, list[Any]
     share = sum(1 for m in models if (m or transport.DEFAULT_RECEIVER_MODEL) == "timeslice")
     if share == 0:
         return 0.0
-    ks = [int(v) for v in axes.get("buffer_packets") or [base.get("buffer_packets")] if v]
-    ns = [int(v) for v in axes.get("coalesce_packets") or [base.get("coalesce_packets")] if v]
+
+    def values(name: str) -> list[Any]:
+        return [v for v in axes.get(name) or [base.get(name)] if v]
+
+    names = values("profile") or [DEFAULT_PROFILE]
+    profiles = [HOST_PROFILES[n] for n in names if n in HOST_PROFILES]
     # What the points leave unset comes from their profiles.
-    k_given, n_given = bool(ks), bool(ns)
-    for name in axes.get("profile") or [base.get("profile")]:
-        profile = HOST_PROFILES.get(name or DEFAULT_PROFILE)
-        if profile is not None:
-            ks += [] if k_given else [profile.buffer_packets]
-            ns += [] if n_given else [profile.coalesce_packets]
+    ks = [int(k) for k in values("buffer_packets")] or [p.buffer_packets for p in profiles]
+    ns = [int(n) for n in values("coalesce_packets")] or [p.coalesce_packets for p in profiles]
     if not ks or not ns:
         return 0.0  # an unknown profile: the point itself reports it
     points = product_size(axes) * share / len(models)

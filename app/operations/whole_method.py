@@ -107,19 +107,17 @@ def _default_store() -> ProfileStore:
     return default_store()
 
 
-def _default_profile() -> HostProfile:
-    """This host's default profile: read without SQLAlchemy when it is a built-in one
-    (:func:`host.default_profile.built_in_default`), else from the store."""
+def _default_entry() -> tuple[HostProfile, Mapping[str, Any] | None]:
+    """This host's default profile and its provenance: read without SQLAlchemy when it is
+    a built-in one (:func:`host.default_profile.built_in_default`, no provenance), else
+    from the store."""
     from host.default_profile import built_in_default
 
-    return built_in_default() or _default_store().default_entry().profile
-
-
-def _built_in_is_default() -> bool:
-    """Whether this host's default profile is a built-in one (read without SQLAlchemy)."""
-    from host.default_profile import built_in_default
-
-    return built_in_default() is not None
+    built_in = built_in_default()
+    if built_in is not None:
+        return built_in, None
+    entry = _default_store().default_entry()
+    return entry.profile, entry.provenance
 
 
 def resolve_host(profile: str | HostProfile, overrides: Mapping[str, Any]) -> HostProfile:
@@ -188,10 +186,12 @@ def resolve_inputs(
         disks=workload.get("disks", 1),
     )
     named = host.get("profile")
-    profile = resolve_host(
-        _default_profile() if named is None else named,
-        {k: host.get(k) for k in HOST_FIELDS},
-    )
+    base: str | HostProfile
+    if named is None:
+        base, default_provenance = _default_entry()
+    else:
+        base, default_provenance = named, None
+    profile = resolve_host(base, {k: host.get(k) for k in HOST_FIELDS})
     if transfer is None:
         return MethodInputs(load, profile)
     if nic_service not in ("exponential", "phase-type"):
@@ -206,14 +206,12 @@ def resolve_inputs(
     if model == "timeslice":
         if nic_service != "exponential":
             raise transport.TransportParameterError("nic_service", transport.TIME_SLICE_NIC_SERVICE)
-        if (isinstance(named, str) and named in HOST_PROFILES) or (
-            named is None and _built_in_is_default()
-        ):
+        if named is None:
+            provenance = default_provenance
+        elif isinstance(named, str) and named in HOST_PROFILES:
             provenance = None  # a built-in carries no calibration: the store stays closed
         elif not isinstance(named, HostProfile):
-            store = _default_store()
-            entry = store.default_entry() if named is None else store.entry(named)
-            provenance = entry.provenance
+            provenance = _default_store().entry(named).provenance
         costs = transport.time_slice_costs(provenance, profile)
     return MethodInputs(
         load,

@@ -32,11 +32,11 @@ from app.service.state import ServiceState, service
 from planning import INPUT_FIELDS, PlanningError, resolve_point, run_sweep
 from planning.plots import (
     PLOT_FORMATS,
-    curve_figure,
-    loss_curve_figure,
+    loss_figure,
     render,
     service_time_figure,
     sweep_figure,
+    transfer_time_figure,
 )
 from planning.points import PointCurve, point_curve, point_objects
 
@@ -152,28 +152,18 @@ def _curve(base: dict[str, Any]) -> PointCurve:
 
 def _transfer_time_figure(base: dict[str, Any], _axes: Any, _params: Any) -> Any:
     drawn = _curve(base)
-    ok = drawn.curve.completes
-    return curve_figure(
-        drawn.curve.send_rate_bps[ok],
-        drawn.curve.total_s[ok],
-        optimum=(drawn.rate_bps, drawn.transfer_time_s),
-        line_rate_bps=drawn.line_rate_bps,
-        title=f"Transfer time against sending rate ({_MODEL_TITLES[drawn.model]})",
-    )
+    title = f"Transfer time against sending rate ({_MODEL_TITLES[drawn.model]})"
+    return transfer_time_figure(drawn, title=title)
 
 
 def _loss_figure(base: dict[str, Any], _axes: Any, _params: Any) -> Any:
     drawn = _curve(base)
     first_blast = drawn.model == "timeslice"
-    return loss_curve_figure(
-        drawn.curve.send_rate_bps,
-        drawn.curve.loss,
-        optimum=(drawn.rate_bps, drawn.loss),
-        line_rate_bps=drawn.line_rate_bps,
-        title=("First blast's loss" if first_blast else "NIC loss")
-        + f" against sending rate ({_MODEL_TITLES[drawn.model]})",
-        label="first blast's loss" if first_blast else "stationary NIC loss",
+    title = ("First blast's loss" if first_blast else "NIC loss") + (
+        f" against sending rate ({_MODEL_TITLES[drawn.model]})"
     )
+    label = "first blast's loss" if first_blast else "stationary NIC loss"
+    return loss_figure(drawn, title=title, label=label)
 
 
 #: How a figure's title names the receiver model that drew it.
