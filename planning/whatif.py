@@ -318,8 +318,9 @@ def what_if(
         raise PlanningError("interface", "1-15 letters, digits or _ . : - (a Linux name)")
     if isinstance(max_buffer_packets, bool) or not isinstance(max_buffer_packets, int):
         raise PlanningError("max_buffer_packets", "must be a whole number of packets")
-    # Seventy variants and their elasticities: 31 s of the time-slice model at the
-    # built-in profile and a ring of up to 4,096 (0.05 s of the paper's), too long to wait
+    # Seventy variants and their elasticities: 27 s of the time-slice model at the
+    # built-in profile and a ring of up to 4,096 (0.7 s of the paper's; benchmarks/
+    # whatif_models.py), too long to wait
     # for, so the ranking is the paper's model's unless another is named, and that one
     # is refused (docs/planning.md).
     resolved = resolve_point({**point, "model": point.get("model") or "paper"})
