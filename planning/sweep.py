@@ -275,6 +275,7 @@ def _run_processes(
         # are stopped too, not left to finish a batch nobody will read.
         processes = list((getattr(pool, "_processes", None) or {}).values())
         results = getattr(pool, "_result_queue", None)  # shutdown() drops the reference
+        manager = getattr(pool, "_executor_manager_thread", None)  # and to this
         pool.shutdown(wait=False, cancel_futures=True)
         if not finished:
             for process in processes:
@@ -291,6 +292,12 @@ def _run_processes(
             if writer is not None:
                 with contextlib.suppress(OSError):
                     writer.close()
+        # The manager thread closes its wake-up pipe as it ends, and CPython 3.11's exit
+        # hook writes to that pipe unlocked: an exit while the thread was ending printed
+        # "Exception ignored ... Bad file descriptor" after "interrupted".  Once the
+        # thread has ended, the hook sees the pipe closed and skips it.
+        if manager is not None:
+            manager.join(timeout=10)
 
 
 def _run_dask(

@@ -658,11 +658,15 @@ def _deviation(
     size = q.size
     g = np.full(size, p_k)
     g[full] -= 1.0
-    # Q h = g has solutions h + const (pi g = 0): fix h at the last state and drop its
-    # equation, which the others imply.
-    keep = size - 1
+    # Q h = g has solutions h + const (pi g = 0): fix h at the likeliest state and drop
+    # its equation, which the others imply.  h(x) - h(fixed) is then the mean of
+    # int (1{full} - p_K) dt until the chain reaches the fixed state, small from every
+    # likely state.  Fixed at a full buffer instead (rarely reached below capacity), h
+    # held hitting times of order 1/p_K, and start @ h - pi @ h cancelled them: the
+    # system was singular to working precision at K = 128, I = 1, C = 2, 50 ms.
+    fixed = int(np.argmax(pi))
     h = np.zeros(size)
-    h[:keep] = _banded_solve(q.without(keep), g[:keep])
+    h[np.arange(size) != fixed] = _banded_solve(q.without(fixed), np.delete(g, fixed))
     return float(start @ h - pi @ h)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import struct
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -168,3 +169,25 @@ def test_timeout_names_the_limit() -> None:
     with pytest.raises(PlanningError) as info:
         run_sweep(BASE, AXES, inline=True, batch_size=1, timeout_s=1e-9)
     assert info.value.limit == "timeout_s"
+
+
+@pytest.mark.parametrize("cancelled", [False, True])
+def test_a_process_sweep_returns_after_its_pool_has_ended(cancelled: bool) -> None:
+    """CPython 3.11's exit hook writes, unlocked, to the wake-up pipe of every process
+    pool's manager thread, which closes that pipe as it ends: a program ending while the
+    thread ended printed "Exception ignored ... Bad file descriptor" (a Ctrl-C on a CLI
+    sweep, seen once in CI).  A sweep returns only after the thread has ended, its pipe
+    closed, so the hook skips it.  Reads ``concurrent.futures.process`` internals."""
+    from concurrent.futures import process
+
+    cancel = threading.Event()
+    if cancelled:
+        cancel.set()
+    try:
+        run_sweep(BASE, AXES, workers=2, batch_size=4, cancel=cancel)
+    except PlanningError as exc:
+        assert cancelled and exc.field == "cancelled"
+    else:
+        assert not cancelled
+    left = [t for t, wakeup in process._threads_wakeups.items() if not wakeup._closed]
+    assert left == []

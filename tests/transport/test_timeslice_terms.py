@@ -101,17 +101,20 @@ def test_bad_rates_are_refused_by_name(rates: list[float]) -> None:
 
 # Golden values of the search before it was split (commit 0deca46, the one-function
 # time_slice_bottleneck_rate), printed with float.hex: the split must not move a bit.
+# Printed again when the blast shift's Poisson solve was fixed at the likeliest state
+# instead of a full buffer (queues.modulated._deviation): the loss and one transfer time
+# moved by 1 to 3 units in the last place, the rates and the curve's sum not at all.
 GOLDEN = {
     (30_000_000, 0.01): (
         "0x1.77825f0000000p+29",
-        "0x1.182f6067400e5p-1",
-        "0x1.05e4a9b491752p-2",
+        "0x1.182f6067400e4p-1",
+        "0x1.05e4a9b49174fp-2",
         "0x1.a94117e8a9f15p+5",
     ),
     (2_000_000_000, 0.1): (
         "0x1.7d78400000000p+29",
         "0x1.cf0ba9344ee57p+4",
-        "0x1.0f368e12438cfp-2",
+        "0x1.0f368e12438d1p-2",
         "0x1.92e66a4ec1403p+11",
     ),
 }

@@ -10,6 +10,7 @@ long something takes.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import queue
@@ -480,15 +481,18 @@ def test_a_flooded_transfer_makes_progress_round_after_round(
     assert still_flooding  # the flood lasted the whole transfer
     assert (out / "data.bin").read_bytes() == data
     missing = [r["missing_after"] for r in report["rounds"]]
-    # What is missing never grows and shrinks in all rounds but at most one (before: no
-    # progress while the flood ran, 11 rounds).  A strict shrink in every round failed once
-    # in CI ([198, 15, 15, 7, 0]) with four test workers on two cores beside the flood: a
-    # resend of 15 datagrams can all be lost to a starved receiver.  How many rounds it
-    # takes depends on how starved: 2 or 3 on a quiet machine, 9 once in CI ([522, 303, 128,
-    # 24, 18, 13, ...], shrinking every round), so the bound on rounds is loose.
+    # What is missing never grows, and no two rounds in a row leave it as it was (before:
+    # no progress while the flood ran, 11 rounds).  A round without progress happens on
+    # a starved receiver: a strict shrink in every round failed once in CI ([198, 15, 15,
+    # 7, 0], four test workers on two cores beside the flood), and "at most one such
+    # round" failed once in a full local run at load 4 ([1252, 975, 641, 469, 276, 245,
+    # ...], two).  How many rounds it takes depends on how starved: 2 or 3 on a quiet
+    # machine, 9 once in CI ([522, 303, 128, 24, 18, 13, ...]), so that bound is loose.
     pairs = list(zip([report["packets"], *missing], missing, strict=False))
     assert all(b <= a for a, b in pairs), missing
-    assert sum(b == a for a, b in pairs) <= 1 and len(missing) <= 10, missing
+    stalled = [b == a for a, b in pairs]
+    assert not any(x and y for x, y in itertools.pairwise(stalled)), missing
+    assert sum(stalled) <= max(1, len(missing) // 4) and len(missing) <= 10, missing
     assert received["rejected"] > 1_000
 
 
