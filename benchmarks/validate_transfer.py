@@ -45,6 +45,14 @@ Models scored (each gives a predicted rate; ablations show what each mechanism b
   (``benchmarks/slice_trace.py``);
 * ``timeslice-no-slices`` -- the same with processor sharing in place of slices;
 * ``timeslice-stationary`` -- the same with each blast scored by the stationary loss;
+* ``timeslice-read-cost`` -- the same with a backlogged receiver paying its whole
+  per-wake-up cost ``a`` (``sleep_s=0``), as a cost per read, where the default lets it
+  skip all of it: with the small-batch receive path the fit puts 0.95 of a wake-up's
+  time in ``a``, so the default's backlogged receiver drains 10-20 times what the
+  contention calibration measures (issue #39 section 3);
+* ``timeslice-read-cost-measured`` -- the same with the share measured as for
+  ``timeslice-measured-share``, solved for c under that receiver's cost (runs whose
+  contention calibration measured a share);
 * ``paper`` -- the paper's model (:func:`transport.workload_bottleneck_rate`).
 
 Baselines: the line rate, half the line rate, and the share rule
@@ -418,12 +426,19 @@ def calibrate_contention(
     datagram (:func:`calibrate_link`); solved for c, that is the effective number of
     competitors ``c_C`` (:func:`transport.scheduled_competitors`).  lambda is the line rate
     the blasts are paced at, not each blast's achieved rate.
+
+    ``effective_competitors_read_cost`` solves the same drain for c under the
+    ``timeslice-read-cost`` ablation, where a backlogged receiver pays its whole wake-up
+    ``a + N b`` for N datagrams: ``left N / ((a + N b)(1 + c))``.
     """
     old = os.sched_getaffinity(0)
     lam = line_bps / (8.0 * PAYLOAD)
     left = 1.0 - lam * net["kernel_s_per_datagram"]
     rows: list[dict[str, Any]] = []
     measured: list[float] = []
+    read_cost: list[float] = []
+    batch = int(args.batch)
+    per_read_s = net["per_wakeup_s"] + batch * net["per_datagram_s"]
     for tasks in range(1, max_tasks + 1):
         drained: list[float] = []
         deadline = time.monotonic() + 120
@@ -469,8 +484,11 @@ def calibrate_contention(
         # The bounds transport accepts: a receiver that drained more than the model's
         # whole core gives it is recorded as all but alone.
         measured.append(min(max(c, 1e-3), 1e3))
+        c = left * batch / (per_read_s * statistics.fmean(drained)) - 1.0
+        read_cost.append(min(max(c, 1e-3), 1e3))
     return {
         "effective_competitors": measured,
+        "effective_competitors_read_cost": read_cost,
         "arrival_pps": lam,
         "kernel_left": left,
         "buffer_packets": buffer_packets,
@@ -578,10 +596,12 @@ def predictions(
     t_prop: float,
     costs: dict[str, Any],
     measured_share: tuple[float, ...] = (),
+    read_cost_share: tuple[float, ...] = (),
 ) -> dict[str, dict[str, Any]]:
     """Every model's predicted rate for one workload (the ablations included).
 
-    ``measured_share`` is :func:`calibrate_contention`'s ``effective_competitors``.
+    ``measured_share`` and ``read_cost_share`` are :func:`calibrate_contention`'s
+    ``effective_competitors`` and ``effective_competitors_read_cost``.
 
     ``costs`` are the time-slice model's calibrated keywords: ``time_slice_s``,
     ``kernel_s_per_datagram``, ``settle_s`` and ``wakeup_s``.
@@ -634,6 +654,21 @@ def predictions(
         "rate_bps": float(curve.rate_bps[k]),
         "model_time_s": float(times[k]),
     }
+    # A backlogged receiver still pays its per-wake-up cost: a per read, not a sleep.
+    read_cost = timeslice(sleep_s=0.0)
+    out["timeslice-read-cost"] = {
+        "rate_bps": read_cost.rate_bps,
+        "model_time_s": read_cost.transfer_time_s,
+    }
+    # The same, with the share of its core a backlogged receiver was measured to get,
+    # solved for c under that receiver's cost.  Runs calibrated before it have no table:
+    # not scored.
+    if read_cost_share:
+        both = timeslice(sleep_s=0.0, effective_competitors=read_cost_share)
+        out["timeslice-read-cost-measured"] = {
+            "rate_bps": both.rate_bps,
+            "model_time_s": both.transfer_time_s,
+        }
     paper = workload_bottleneck_rate(w, profile, file_size_bytes=size, propagation_delay_s=t_prop)
     out["paper"] = {
         "rate_bps": paper.bottleneck.rate_bps,
@@ -682,6 +717,7 @@ def run_workload(
     profile: HostProfile,
     costs: dict[str, Any],
     measured_share: tuple[float, ...],
+    read_cost_share: tuple[float, ...],
     capacity_pps: float,
     args: argparse.Namespace,
     link: Link,
@@ -695,7 +731,9 @@ def run_workload(
 ) -> dict[str, Any]:
     size = src.stat().st_size
     line = profile.line_rate_bps
-    models = predictions(cpu_tasks, io_tasks, profile, size, t_prop, costs, measured_share)
+    models = predictions(
+        cpu_tasks, io_tasks, profile, size, t_prop, costs, measured_share, read_cost_share
+    )
     predicted = models["timeslice"]["rate_bps"]
     # The share rule with the core's whole capacity at full batches (mu_net * N when the
     # kernel's work is counted in): 0.96 * mu_net * N * S_pkt * 8 / (C + 1).
@@ -739,7 +777,7 @@ def run_workload(
     runnable = statistics.fmean(s["runnable"] for v in samples.values() for s in v)
 
     # The models at every measured rate: the default model's first-round loss and time.
-    ts_curve, measured_curve, rotation_curve, tight_curve = (
+    ts_curve, measured_curve, rotation_curve, tight_curve, read_cost_curve = (
         time_slice_bottleneck_rate(
             Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
             profile,
@@ -753,6 +791,7 @@ def run_workload(
             {"effective_competitors": measured_share},
             {"scheduler": "rotation"},
             {"slice_stages": TIGHT_STAGES},
+            {"sleep_s": 0.0},
         )
     )
     paper = workload_bottleneck_rate(
@@ -789,6 +828,7 @@ def run_workload(
                 "measured_share_model_loss": float(measured_curve.first_round_loss[i]),
                 "rotation_model_loss": float(rotation_curve.first_round_loss[i]),
                 "constant_slices_model_loss": float(tight_curve.first_round_loss[i]),
+                "read_cost_model_loss": float(read_cost_curve.first_round_loss[i]),
                 "paper_model_loss": float(paper_loss[i]),
             }
         )
@@ -992,8 +1032,11 @@ def report(result: dict[str, Any]) -> None:
         "timeslice-rotation",
         "timeslice-no-slices",
         "timeslice-stationary",
+        "timeslice-read-cost",
         "paper",
     ]
+    if ws and all("timeslice-read-cost-measured" in w["models"] for w in ws):
+        names.insert(-1, "timeslice-read-cost-measured")
     bases = ["line_rate", "half_line", "share_rule"]
     print(
         f"{'K':>5} {'N':>3} {'ms':>4} {'C':>2} {'I':>2} {'onset':>7} {'best':>7} "
@@ -1032,6 +1075,7 @@ def report(result: dict[str, Any]) -> None:
         "measured_share_model_loss",
         "rotation_model_loss",
         "constant_slices_model_loss",
+        "read_cost_model_loss",
         "paper_model_loss",
     ):
         gaps[key] = max(
@@ -1262,6 +1306,9 @@ def main() -> None:
                                 "wakeup_s": net["per_wakeup_s"],
                             },
                             measured_share=tuple(contention),
+                            read_cost_share=tuple(
+                                calibration["contention"].get("effective_competitors_read_cost", ())
+                            ),
                             capacity_pps=capacity_pps,
                             args=args,
                             link=link,

@@ -13,9 +13,12 @@ used as the model, meets them in none of 30 pairs).  This script scores the runs
   between the neighbouring measured rates (clamped to the measured range).
 * **rules.**  Every model the run scored (the model ``send --rate auto`` ships,
   :data:`transport.DEFAULT_RECEIVER_MODEL`, is scored against the rest), the baselines
-  (line rate, three quarters and half of it, the share rule), the previous run's best
-  rate for the same workload, and the **repeat-run oracle**: each other run's best rate,
-  the noise ceiling (its ratios averaged on a log scale over the other runs).
+  (line rate, three quarters and half of it, the share rule), the previous and the next
+  run's best rate for the same workload, and the **repeat-run oracle**: each other run's
+  best rate, the noise ceiling (its ratios averaged on a log scale over the other runs).
+  The next run's best over the previous run's is the ceiling of the bar "the default
+  beats the previous run's best": what a repeat of the measurement, used as the model,
+  scores against it.
 * **pooled.**  Geometric means over the rows (workload x run), per run and over all
   runs; the default over each other rule is the geometric mean of the rows' time ratios.
   95 % intervals: resampling passes within rows, and resampling whole runs with the
@@ -160,8 +163,9 @@ def score(runs: list[dict[str, Any]], names: list[str], seed: int = 7) -> dict[s
                 for s in range(len(runs))
                 if s != r and key in index[s] and index[s][key].get("best_rate_bps")
             ]
-            if r > 0 and key in index[r - 1] and index[r - 1][key].get("best_rate_bps"):
-                rates["previous_run_best"] = float(index[r - 1][key]["best_rate_bps"])
+            for name, s in (("previous_run_best", r - 1), ("next_run_best", r + 1)):
+                if 0 <= s < len(runs) and key in index[s] and index[s][key].get("best_rate_bps"):
+                    rates[name] = float(index[s][key]["best_rate_bps"])
             order = np.vstack(
                 [np.arange(row.passes), rng.integers(0, row.passes, (RESAMPLES, row.passes))]
             )
@@ -313,6 +317,12 @@ def pool(
             for i in range(len(names))
         },
     }
+    # The noise ceiling of the bar "the default beats the previous run's best": a
+    # repeat run used as the model (the next run's best rate) against the previous run's.
+    # A model as good as a repeat of the measurement scores what this scores.
+    out["next_over_previous_run_best"] = _pooled(
+        rows, over("previous_run_best", "next_run_best"), rng
+    )
     out["models_pairwise"] = pairwise
     out["resolvably_worse_than"] = worse
     product = product_path_worse(send_auto) if send_auto else {}
@@ -353,6 +363,12 @@ def report(result: dict[str, Any]) -> None:
     print(f"\nthe default ({result['default']}) over each rule, geometric mean  [passes] / [runs]:")
     for name, fig in result["default_over"].items():
         print(f"  {name:28s} {_fmt(fig)}")
+    ceiling = result.get("next_over_previous_run_best")
+    print(
+        "\nthe noise ceiling of that bar: the next run's best rate (a repeat run as the "
+        f"model) over the previous run's\n  {'next_run_best / previous_run_best':28s} "
+        f"{_fmt(ceiling)}"
+    )
     print("\neach rule's held-out ratio to the best (1 = as good as the held-out best):")
     for name, fig in result["held_out"].items():
         print(f"  {name:28s} {_fmt(fig)}")

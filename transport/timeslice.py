@@ -518,6 +518,7 @@ def time_slice_terms(
     scheduler: str = "lag",
     effective_competitors: Sequence[float] = (),
     slice_stages: int = 3,
+    sleep_s: float | None = None,
 ) -> TimeSliceTerms:
     """Solve the time-slice model's scheduler chain at each of ``rates_bps``.
 
@@ -531,7 +532,7 @@ def time_slice_terms(
     rates_bps : ndarray
         Sending rates (payload bit/s), each > 0.
     time_slice_s, kernel_s_per_datagram, wakeup_s, wakeup_preemption, scheduler, \
-effective_competitors, slice_stages
+effective_competitors, slice_stages, sleep_s
         As :func:`time_slice_bottleneck_rate`.
 
     Returns
@@ -571,8 +572,13 @@ effective_competitors, slice_stages
         raise TransportParameterError(
             "wakeup_preemption", "applies to scheduler='rotation' only (the lag model has it)"
         )
+    sleep = wakeup if sleep_s is None else float(sleep_s)
+    if not (np.isfinite(sleep) and 0 <= sleep <= wakeup):
+        raise TransportParameterError(
+            "sleep_s", f"must be >= 0 s and at most wakeup_s = {wakeup:.4g} s, got {sleep_s}"
+        )
     # A backlogged receiver skips the sleep: its wake-ups come this much faster.
-    backlogged_speedup = 1.0 / (1.0 - wakeup * mu)
+    backlogged_speedup = 1.0 / (1.0 - sleep * mu)
     payload = profile.packet_payload_bytes
     lam = rates / (8.0 * payload)
     # The kernel's share at each rate comes first; the tasks split what is left.
@@ -620,6 +626,7 @@ effective_competitors, slice_stages
             "time_slice_s": slice_s,
             "kernel_s_per_datagram": kernel_s,
             "wakeup_s": wakeup,
+            "sleep_s": sleep,
             "wakeup_preemption": wakeup_preemption,
             "scheduler": scheduler,
             "effective_competitors": measured.tolist(),
@@ -642,6 +649,7 @@ def time_slice_bottleneck_rate(
     scheduler: str = "lag",
     effective_competitors: Sequence[float] = (),
     slice_stages: int = 3,
+    sleep_s: float | None = None,
     rates_bps: NDArray[np.float64] | None = None,
     grid_points: int = 32,
 ) -> TimeSliceResult:
@@ -704,6 +712,13 @@ def time_slice_bottleneck_rate(
         ``1 / sqrt(slice_stages)``).  The kernel's are nearly constant (README,
         ``benchmarks/slice_trace.py``: CV 0.00-0.12 at C = 2, 3); the chain's cost grows
         with about the square of the stages (12 stages: 10 times the time of 3).  At most 64.
+    sleep_s : float, optional
+        The part of ``wakeup_s`` that a backlogged receiver skips (s), 0 <= sleep_s <=
+        wakeup_s: the backlogged wake-up rate is ``1 / (1 / mu - sleep_s)``.  Default: all
+        of ``wakeup_s``.  0: every wake-up costs its whole time, backlogged or not, as when
+        the fitted per-wake-up cost is mostly a cost per read that a receiver with datagrams
+        waiting still pays (the ablation ``timeslice-read-cost`` of
+        ``benchmarks/validate_transfer.py``).
     rates_bps : ndarray, optional
         Score exactly these rates (bit/s) and take the best of them; default: a grid of
         ``grid_points`` rates over (0, line rate], refined around its best.
@@ -730,6 +745,7 @@ def time_slice_bottleneck_rate(
         scheduler=scheduler,
         effective_competitors=effective_competitors,
         slice_stages=slice_stages,
+        sleep_s=sleep_s,
     )
     if rates_bps is not None:
         terms = _SOLVED.terms(workload, profile, np.asarray(rates_bps, dtype=np.float64), host)

@@ -93,6 +93,26 @@ def test_a_rule_at_a_failed_rate_is_not_scored_and_one_pass_is_not_enough() -> N
     assert scored["rows"] == [] and scored["skipped"][0]["passes"] == 1
 
 
+def test_a_repeat_run_as_the_model_is_the_ceiling_of_the_previous_run_bar() -> None:
+    # Three made-up runs with noise-free times, the same in each: 100 takes 2 s, 200 1 s,
+    # 300 1.5 s.  Their recorded bests differ (as noisy runs' do): 200, 300, 100.  Run 1,
+    # the only one with both neighbours, is timed 2.0 s at run 2's best (100) and 1.0 s at
+    # run 0's (200): the next run's best over the previous run's is 2.0 there.
+    times = {100.0: [2.0] * 3, 200.0: [1.0] * 3, 300.0: [1.5] * 3}
+    runs = []
+    for best in (200.0, 300.0, 100.0):
+        w = _workload(times, {"timeslice": 200.0})
+        w["best_rate_bps"] = best
+        runs.append({"workloads": [w]})
+    names = ["a", "b", "c"]
+    scored = pool_module.score(runs, names)
+    by_run = {r["run"]: r["ratios"] for r in scored["rows"]}
+    assert by_run[0]["next_run_best"][0] == 1.5 and "previous_run_best" not in by_run[0]
+    assert by_run[2]["previous_run_best"][0] == 1.5 and "next_run_best" not in by_run[2]
+    ceiling = pool_module.pool(scored, names)["next_over_previous_run_best"]
+    assert ceiling["geometric_mean"] == pytest.approx(2.0) and ceiling["rows"] == 1
+
+
 def test_the_runs_go_after_the_double_dash() -> None:
     import subprocess
     import sys

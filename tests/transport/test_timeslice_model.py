@@ -33,6 +33,7 @@ from transport.timeslice import (
     scheduled_competitors,
     time_slice_bottleneck_rate,
     time_slice_curve_points,
+    time_slice_terms,
     time_slice_with_curve,
 )
 
@@ -265,17 +266,46 @@ def test_a_skipped_wakeup_raises_the_rate_of_a_busy_receiver() -> None:
     assert skips.inputs["wakeup_s"] == 0.5 / slow.mu_net
 
 
-@pytest.mark.parametrize("wakeup_s", [-1e-6, 1.0 / PROFILE.mu_net, float("nan")])
-def test_a_wakeup_cost_beyond_the_wakeup_is_refused(wakeup_s: float) -> None:
+@pytest.mark.parametrize("sleep_fraction", [0.0, 0.5, 1.0])
+def test_a_backlogged_receiver_drains_as_its_skipped_sleep_says(sleep_fraction: float) -> None:
+    # Far above capacity the buffer stays backlogged, so the drain after the blast is the
+    # backlogged receiver's mean capacity: its share 1 / (1 + c) of N datagrams per
+    # wake-up at the backlogged wake-up rate 1 / (1 / mu - sleep_s) (closed form; the lag
+    # account's share, tests/queues/test_modulated.py).  c = 2, N = 8, mu = 30,000/s,
+    # kernel cost 0: rtol 1e-9.
+    wakeup = 0.9 / PROFILE.mu_net
+    sleep = sleep_fraction * wakeup
+    kw = {"time_slice_s": 3e-3, "wakeup_s": wakeup, "rates_bps": np.array([8e8])}
+    w = Workload(cpu_tasks=2, io_tasks=0)
+    terms = time_slice_terms(w, PROFILE, sleep_s=sleep, **kw)
+    backlogged_rate = 1.0 / (1.0 / PROFILE.mu_net - sleep)
+    assert terms.drain_per_s[0] == pytest.approx(backlogged_rate * 8 / 3, rel=1e-9)
+    assert terms.inputs["sleep_s"] == sleep
+    # Left out, the whole wake-up cost is skipped: the same terms as sleep_s = wakeup_s.
+    if sleep_fraction == 1.0:
+        default = time_slice_terms(w, PROFILE, **kw)
+        np.testing.assert_array_equal(default.drain_per_s, terms.drain_per_s)
+        np.testing.assert_array_equal(default.shift, terms.shift)
+
+
+@pytest.mark.parametrize(
+    ("costs", "named"),
+    [
+        *(({"wakeup_s": w}, "wakeup_s") for w in (-1e-6, 1.0 / PROFILE.mu_net, float("nan"))),
+        # The sleep a backlogged receiver skips is a part of the wake-up's cost.
+        *(({"wakeup_s": 1e-5, "sleep_s": s}, "sleep_s") for s in (-1e-7, 2e-5, float("nan"))),
+    ],
+)
+def test_a_wakeup_cost_beyond_the_wakeup_is_refused(costs: dict[str, float], named: str) -> None:
     with pytest.raises(TransportParameterError) as err:
         time_slice_bottleneck_rate(
             Workload(cpu_tasks=1, io_tasks=0),
             PROFILE,
             file_size_bytes=10,
             propagation_delay_s=0.1,
-            wakeup_s=wakeup_s,
+            **costs,
         )
-    assert err.value.parameter == "wakeup_s"
+    assert err.value.parameter == named
 
 
 def test_near_constant_slices_lose_less_below_capacity_and_the_same_above() -> None:
