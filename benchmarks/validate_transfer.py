@@ -112,7 +112,11 @@ from host.calibration import (
     write_line_file,
 )
 from transport import transfer_time, workload_bottleneck_rate
-from transport.timeslice import competitors_per_core, time_slice_bottleneck_rate
+from transport.timeslice import (
+    competitors_per_core,
+    time_slice_bottleneck_rate,
+    time_slice_costs,
+)
 
 # The data mover's datagram: a 1,500-byte IP packet (1468 left in IP fragments on veth).
 PAYLOAD = DEFAULT_PAYLOAD_BYTES
@@ -1302,8 +1306,13 @@ def main() -> None:
                                 "time_slice_s": slice_s,
                                 "kernel_s_per_datagram": kernel_s,
                                 "settle_s": SETTLE_S,
-                                # The receiver's own cost per wake-up, from the same fit.
-                                "wakeup_s": net["per_wakeup_s"],
+                                # The receiver's own cost per wake-up, from the same fit,
+                                # by the product's rule (time_slice_costs): none when the
+                                # fit put the whole wake-up in it (b = 0), which the model
+                                # refuses (a fresh run's calibration once did).
+                                "wakeup_s": time_slice_costs(
+                                    {"wakeup_s": net["per_wakeup_s"]}, profile
+                                ).wakeup_s,
                             },
                             measured_share=tuple(contention),
                             read_cost_share=tuple(
