@@ -135,7 +135,8 @@ def test_idle_spinner_baseline_is_its_speed_on_an_unshared_cpu() -> None:
     # while a nice-19 loop shares the CPU all along (the SCHED_IDLE loop then gets about
     # 3/18 of it) is still the speed of the loop alone.  Reference: the same loop's
     # speed right after, alone.  A baseline per wall second would read about 0.17 of it;
-    # the bound, 0.6, leaves room for this VM's back-to-back spread (up to 25 %).
+    # the bound, 0.4, leaves room for this VM's back-to-back spread (0.57 once in CI on a
+    # slow day, under the 0.6 this bound was before).
     cpu = sorted(os.sched_getaffinity(0))[0]
     ctx = multiprocessing.get_context("fork")
     busy = ctx.Process(target=_spin_for, args=(cpu, 1.0, 19), daemon=True)
@@ -152,7 +153,7 @@ def test_idle_spinner_baseline_is_its_speed_on_an_unshared_cpu() -> None:
             alone_rate = alone.idle_rate
     except RuntimeError as exc:
         pytest.skip(str(exc))
-    assert shared_rate > 0.6 * alone_rate
+    assert shared_rate > 0.4 * alone_rate
 
 
 def test_time_slice_is_a_plausible_scheduler_slice() -> None:

@@ -487,12 +487,14 @@ def test_a_flooded_transfer_makes_progress_round_after_round(
     # 7, 0], four test workers on two cores beside the flood), and "at most one such
     # round" failed once in a full local run at load 4 ([1252, 975, 641, 469, 276, 245,
     # ...], two).  How many rounds it takes depends on how starved: 2 or 3 on a quiet
-    # machine, 9 once in CI ([522, 303, 128, 24, 18, 13, ...]), so that bound is loose.
+    # machine, 9 once in CI ([522, 303, 128, 24, 18, 13, ...]) and 13 in another, shrinking
+    # every round ([1080, 975, 692, 490, 457, 341, ...]): the count of rounds is not
+    # bounded here, progress in them is.
     pairs = list(zip([report["packets"], *missing], missing, strict=False))
     assert all(b <= a for a, b in pairs), missing
     stalled = [b == a for a, b in pairs]
     assert not any(x and y for x, y in itertools.pairwise(stalled)), missing
-    assert sum(stalled) <= max(1, len(missing) // 4) and len(missing) <= 10, missing
+    assert sum(stalled) <= max(1, len(missing) // 4), missing
     assert received["rejected"] > 1_000
 
 
