@@ -22,9 +22,11 @@ each in a shuffled order, so that a drift of the machine's speed touches them al
   default receive buffer and with ``receive --rcvbuf 4MiB``; and once with the
   receiver not pinned, as users start it, which lets it hash the file on the other core
   while it arrives (its report's ``hashed_ahead``).  Without root, ``ip`` or ``tc``
-  these cases are skipped and the report says why.
+  these cases are skipped and the report says why;
+* ``500M veth``: ``send --rate 500M`` over the same line, the default buffer: how close
+  the pacer comes to a rate below the line, where the receiver may keep up.
 
-``--compare-tree CHECKOUT`` adds the ``max`` and ``1G veth`` cases run by another
+``--compare-tree CHECKOUT`` adds the ``max``, ``1G veth`` and ``500M veth`` cases run by another
 checkout's modules (``PYTHONPATH``; e.g. ``git worktree add /tmp/before HEAD~1``), in
 the same shuffled blocks: a before-and-after of a change on the same machine state.
 
@@ -289,7 +291,7 @@ def main() -> None:
         "--compare-tree",
         type=Path,
         default=None,
-        help="a checkout of another commit: its max and 1G veth cases run in the same blocks",
+        help="a checkout of another commit: its max and veth cases run in the same blocks",
     )
     args = parser.parse_args()
     if args.paths:
@@ -323,14 +325,17 @@ def main() -> None:
         }
 
         def at_1g(
-            env: dict[str, str], receive: list[str], rx_cpus: str = str(RX_CPU)
+            env: dict[str, str],
+            receive: list[str],
+            rx_cpus: str = str(RX_CPU),
+            rate: str = "1G",
         ) -> dict[str, Any]:
-            # send --rate 1G over the veth pair and its tbf line.
+            # send --rate 1G (or `rate`) over the veth pair and its tbf line.
             return _transfer(
                 path,
                 out,
                 env,
-                ["--rate", "1G"],
+                ["--rate", rate],
                 receive,
                 host=link.address,
                 rx_ns=RX_NS,
@@ -345,6 +350,8 @@ def main() -> None:
             # on the other core while the file arrives (datamover.running_digest).
             anywhere = ",".join(map(str, sorted(os.sched_getaffinity(0))))
             cases["1G veth, receiver on any CPU"] = lambda: at_1g(env, [], anywhere)
+            # Paced below the line: the pacer's own accuracy, where a receiver keeps up.
+            cases["500M veth"] = lambda: at_1g(env, [], rate="500M")
         if args.compare_tree is not None:
             # The same command line running another checkout's modules.
             other = {**env, "PYTHONPATH": str(args.compare_tree.resolve())}
@@ -352,6 +359,7 @@ def main() -> None:
             cases["max" + tree] = lambda: _transfer(path, out, other, ["--rate", "max"], [])
             if veth:
                 cases["1G veth" + tree] = lambda: at_1g(other, [])
+                cases["500M veth" + tree] = lambda: at_1g(other, [], rate="500M")
         rng = random.Random(38)
         for block in range(args.blocks):
             order = list(cases)
@@ -392,9 +400,10 @@ def main() -> None:
         "min": float(five.min()),
         "max": float(five.max()),
     }
-    for case in [c for c in cases_run if c.startswith("1G veth")]:
-        one = per_block(case, "first_blast_bps") / 1e9
-        summary[f"{case}: first blast / 1 Gbit/s"] = {
+    for case in [c for c in cases_run if c.startswith(("1G veth", "500M veth"))]:
+        target = 5e8 if case.startswith("500M") else 1e9
+        one = per_block(case, "first_blast_bps") / target
+        summary[f"{case}: first blast / {target / 1e9:g} Gbit/s"] = {
             "median": float(np.median(one)),
             "min": float(one.min()),
             "max": float(one.max()),

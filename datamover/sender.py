@@ -2,14 +2,16 @@
 reports missing, until nothing is (He, Leigh, Yu and DeFanti, "Reliable Blast UDP", 2002).
 
 Pacing.  Packet k of a blast is due at ``t0 + k * 8 * S_pkt / rate`` on the monotonic
-clock.  Before each packet the sender checks the clock: if the packet is due more than
+clock.  Before each batch the sender checks the clock: if the batch is due more than
 1.5 ms from now it sleeps until 1 ms before (the kernel's sleep overshoots by tens of
 microseconds to a millisecond on a busy host), then busy-waits the rest, so the
-schedule holds to a few microseconds while the sender keeps up.  When it falls behind
-(the sender's own CPU is the limit) it sends back to back until it is on schedule again,
-but never owes more than :data:`MAX_BURST_PACKETS`: an older debt is forgiven, so a
-stall does not turn into a burst that a receiver could not take.  The rate each blast
-actually achieved is in the report (``achieved_rate_bps``).
+schedule holds to a few microseconds while the sender keeps up.  When it is behind, its
+next call carries every packet already due, up to :data:`MAX_BURST_PACKETS`, so that
+a send call's fixed cost (tens of microseconds) does not cap the paced rate at a batch
+per call: it falls back to the schedule unless the sender's CPU is the limit even at
+the largest burst.  It never owes more than :data:`MAX_BURST_PACKETS`: an older debt
+is forgiven, so a stall does not turn into a burst that a receiver could not take.  The
+rate each blast actually achieved is in the report (``achieved_rate_bps``).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ __all__ = [
     "tcp_round_trip_s",
 ]
 
-#: Most packets the pacer sends back to back to catch up with its schedule.
+#: Most packets the pacer owes at once, and sends in one call to catch up with its schedule.
 MAX_BURST_PACKETS = 32
 #: Time a paced batch spans (s): the batch is as many datagrams as the rate sends in it.
 BATCH_SPACING_S = 50e-6
@@ -253,11 +255,12 @@ def blast(
     deadline : float
         ``time.monotonic()`` after which the blast stops with :class:`SendError`.
     batch_packets : int, default 1
-        Packets per call of ``send``; the batch starting at packet k is due at
+        Packets per call of ``send`` on schedule; the call starting at packet k is due at
         ``t0 + k * packet_bits / rate_bps``.
     max_burst_packets : int, default 32
-        Most packets sent back to back to catch up after a stall (at least one batch);
-        an older debt is forgiven (the rate achieved is then below ``rate_bps``).
+        Most packets owed at once (at least one batch): a call made behind schedule
+        carries every packet already due, up to this many; an older debt is forgiven
+        (the rate achieved is then below ``rate_bps``).
 
     Returns
     -------
@@ -267,11 +270,13 @@ def blast(
     clock = time.monotonic
     interval = packet_bits / rate_bps if rate_bps else 0.0
     batch = max(1, int(batch_packets))
-    slack = max(1, max_burst_packets, batch) * interval
+    burst = max(1, max_burst_packets, batch)
+    slack = burst * interval
     t0 = clock()
     due = t0
-    for k, start in enumerate(range(0, len(seqs), batch)):
-        chunk = seqs[start : start + batch]
+    start, calls = 0, 0
+    while start < len(seqs):
+        size = batch
         if interval:
             now = clock()
             ahead = due - now
@@ -287,9 +292,18 @@ def blast(
                     pass
             elif -ahead > slack:
                 due = now - slack  # forgive the older debt
-            due += interval * len(chunk)
-        if not k & 255 and clock() > deadline:
+                size = burst
+            else:
+                # Behind: one call takes every packet already due (at most a burst), so
+                # that a call's fixed cost is paid once for them, not once a batch.
+                size = min(burst, max(batch, int(-ahead / interval) + 1))
+        chunk = seqs[start : start + size]
+        start += chunk.size
+        if interval:
+            due += interval * chunk.size
+        if not calls & 255 and clock() > deadline:
             raise SendError("total_timeout_s", "the transfer did not finish in time")
+        calls += 1
         send(chunk)
     return clock() - t0
 
@@ -468,7 +482,7 @@ def send_file(
     sndbuf_bytes : int, optional
         SO_SNDBUF of the data socket.
     max_burst_packets : int, default 32
-        Most packets the pacer sends back to back to catch up after a stall.
+        Most packets the pacer owes at once, sent in one call when it is behind.
     on_round : callable, optional
         Called with each :class:`RoundReport` as it completes (progress).
     advise : dict, optional
