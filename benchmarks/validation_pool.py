@@ -25,6 +25,9 @@ used as the model, meets them in none of 30 pairs).  This script scores the runs
   passes inside them (both 4,000 resamples; percentile intervals).
 * **per workload**, the default over the oracle pooled over runs, its interval
   resampling runs: the misses that stand above the noise.
+* **the sender's hold**, per run: the first blast's achieved rate over the paced rate
+  asked for, below the line (:func:`sender_hold`).  A diagnostic: where it is well
+  under 1 the sender, not the receiver, sets the rate, and no receiver model can win.
 * **the default's choice** (issue #39 §2): of the product's models, simplest and
   cheapest first (:data:`transport.RECEIVER_MODELS`), the first that is resolvably worse
   than no other scored model (its interval over runs of its time over that model's
@@ -187,6 +190,39 @@ def score(runs: list[dict[str, Any]], names: list[str], seed: int = 7) -> dict[s
                 }
             )
     return {"rows": table, "skipped": skipped}
+
+
+def sender_hold(runs: list[dict[str, Any]], names: list[str]) -> dict[str, dict[str, Any]]:
+    """How near each run's sender came to the rates it was asked for: the first blast's
+    achieved rate over the paced rate, per measured rate of every non-noisy row, below
+    the line (the line rate is held by the line, not the pacer).  A model is judged on
+    rates the sender actually sends: where it holds well under 1, asking for more pays
+    whatever the receiver does (runs 9-11 of 2026-11-28, before the pacer caught up in
+    one call).  Median and the 10th and 90th percentiles, and the unpaced sender's rate
+    from the run's calibration (bit/s)."""
+    out: dict[str, dict[str, Any]] = {}
+    for run, name in zip(runs, names, strict=True):
+        held = [
+            r["achieved_rate_bps"]["mean"] / r["rate_bps"]
+            for w in run["workloads"]
+            if not w.get("noisy")
+            for r in w["rates"]
+            if r["rate_bps"] < 0.999 * w["line_rate_bps"]
+            and isinstance(r.get("achieved_rate_bps"), dict)
+            and r["achieved_rate_bps"].get("n")
+        ]
+        if not held:
+            continue
+        p10, median, p90 = np.percentile(held, [10, 50, 90])
+        unpaced = run.get("calibration", {}).get("net", {}).get("sender_max_rate_bps", {})
+        out[name] = {
+            "rates": len(held),
+            "median": float(median),
+            "p10": float(p10),
+            "p90": float(p90),
+            "unpaced_bps": unpaced.get("mean"),
+        }
+    return out
 
 
 def _interval(samples: np.ndarray) -> list[float]:
@@ -385,6 +421,16 @@ def report(result: dict[str, Any]) -> None:
     )
     for skip in result["skipped_rows"]:
         print(f"  not scored: {skip['run']} {skip['key']}: {skip['passes']} pass(es)")
+    hold = result.get("sender_hold", {})
+    if hold:
+        print("\nthe sender's hold on paced rates below the line (first blast achieved / asked):")
+        for name, h in hold.items():
+            unpaced = h["unpaced_bps"]
+            print(
+                f"  {name:28s} median {h['median']:.3f}  [p10 {h['p10']:.3f}, p90 "
+                f"{h['p90']:.3f}] over {h['rates']} rates"
+                + (f"; unpaced {unpaced / 1e6:.0f} Mbit/s" if unpaced else "")
+            )
     print("\nper workload, default over oracle (K, delay ms, C, I):")
     for w in result["per_workload_default_over_oracle"]:
         flag = ""
@@ -440,6 +486,7 @@ def main() -> None:
     names = [Path(p).stem for p in paths]
     send_auto = json.loads(Path(args.send_auto).read_text()) if args.send_auto else None
     result = pool(score(runs, names), names, send_auto=send_auto)
+    result["sender_hold"] = sender_hold(runs, names)
     report(result)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
