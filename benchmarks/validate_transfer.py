@@ -33,26 +33,26 @@ Models scored (each gives a predicted rate; ablations show what each mechanism b
 
 * ``timeslice`` -- the default model (:mod:`transport.timeslice`): the scheduler's lag
   account (a receiver is sent away for the others' slices only once it has run a slice
-  beyond its share), wake-ups that cost by the datagrams they take, and finite blasts;
+  beyond its share), wake-ups that cost by the datagrams they take (a read of N its
+  whole cost ``a + N b``, backlogged or not), and finite blasts;
 * ``timeslice-rotation`` -- the same with the scheduler as a fixed rotation (a slice, then
   c others' slices, whatever the receiver's load) and every wake-up a full one's cost:
   the default until the lag account;
 * ``timeslice-measured-share`` -- the same with the share of its core a backlogged
-  receiver was measured to get beside C busy loops (``effective_competitors``, from
-  :func:`calibrate_contention`) in place of processor sharing's 1 / (C + 1);
+  receiver was measured to get beside C busy loops, solved for c under the default's
+  cost per read (``effective_competitors_read_cost``, from :func:`calibrate_contention`)
+  in place of processor sharing's 1 / (C + 1);
 * ``timeslice-constant-slices`` -- the same with 12 Erlang stages per slice and vacation
   (coefficient of variation 0.29, against 0.58): the kernel's are nearly constant
   (``benchmarks/slice_trace.py``);
 * ``timeslice-no-slices`` -- the same with processor sharing in place of slices;
 * ``timeslice-stationary`` -- the same with each blast scored by the stationary loss;
-* ``timeslice-read-cost`` -- the same with a backlogged receiver paying its whole
-  per-wake-up cost ``a`` (``sleep_s=0``), as a cost per read, where the default lets it
-  skip all of it: with the small-batch receive path the fit puts 0.95 of a wake-up's
-  time in ``a``, so the default's backlogged receiver drains 10-20 times what the
-  contention calibration measures (issue #39 section 3);
-* ``timeslice-read-cost-measured`` -- the same with the share measured as for
-  ``timeslice-measured-share``, solved for c under that receiver's cost (runs whose
-  contention calibration measured a share);
+* ``timeslice-skip-wakeup`` -- the same with a backlogged receiver skipping all of its
+  per-wake-up cost ``a`` (``sleep_s = wakeup_s``), the default until 2026-11-29: with a
+  fitted b near 0 it drains without bound (issue #39 section 3; runs before that day
+  scored the default against ``timeslice-read-cost``, which is today's default);
+* ``timeslice-skip-wakeup-measured`` -- the same with the share measured beside C busy
+  loops, solved for c under that receiver's cost (``effective_competitors``);
 * ``paper`` -- the paper's model (:func:`transport.workload_bottleneck_rate`).
 
 Baselines: the line rate, half the line rate, and the share rule
@@ -76,6 +76,7 @@ import argparse
 import contextlib
 import ctypes
 import json
+import math
 import multiprocessing
 import os
 import platform
@@ -425,15 +426,16 @@ def calibrate_contention(
     Blasts at the line rate into the receiver with C busy loops on its core (never a
     scored run): it cannot keep up, so over the first blast it drains
     ``(received - K) / blast_s`` datagrams per second (the buffer is full at the end).
-    The time-slice model gives a backlogged receiver ``left / (b (1 + c))`` of them, with
-    ``left = 1 - lambda k`` the CPU the kernel leaves and b the receiver's own cost per
-    datagram (:func:`calibrate_link`); solved for c, that is the effective number of
-    competitors ``c_C`` (:func:`transport.scheduled_competitors`).  lambda is the line rate
-    the blasts are paced at, not each blast's achieved rate.
+    The time-slice model (its default) gives a backlogged receiver, which pays each read
+    of N its whole cost ``a + N b``, ``left N / ((a + N b)(1 + c))`` of them, with
+    ``left = 1 - lambda k`` the CPU the kernel leaves (:func:`calibrate_link`); solved
+    for c, that is the effective number of competitors ``c_C``
+    (:func:`transport.scheduled_competitors`), ``effective_competitors_read_cost``.
+    lambda is the line rate the blasts are paced at, not each blast's achieved rate.
 
-    ``effective_competitors_read_cost`` solves the same drain for c under the
-    ``timeslice-read-cost`` ablation, where a backlogged receiver pays its whole wake-up
-    ``a + N b`` for N datagrams: ``left N / ((a + N b)(1 + c))``.
+    ``effective_competitors`` solves the same drain for c under the
+    ``timeslice-skip-wakeup`` ablation, where a backlogged receiver skips ``a`` and takes
+    ``left / (b (1 + c))``.
     """
     old = os.sched_getaffinity(0)
     lam = line_bps / (8.0 * PAYLOAD)
@@ -484,7 +486,9 @@ def calibrate_contention(
         if not drained:
             # It kept up: no share measured; the model's own c stands for this C on.
             break
-        c = left / (net["per_datagram_s"] * statistics.fmean(drained)) - 1.0
+        b = net["per_datagram_s"]
+        # A fit with b = 0 leaves the skipping receiver no cost: any c would do.
+        c = left / (b * statistics.fmean(drained)) - 1.0 if b > 0 else math.inf
         # The bounds transport accepts: a receiver that drained more than the model's
         # whole core gives it is recorded as all but alone.
         measured.append(min(max(c, 1e-3), 1e3))
@@ -621,8 +625,9 @@ def predictions(
     ts = timeslice()
     out["timeslice"] = {"rate_bps": ts.rate_bps, "model_time_s": ts.transfer_time_s}
     # The share of its core a backlogged receiver was measured to get beside C busy
-    # loops, in place of processor sharing's 1 / (C + 1).
-    measured = timeslice(effective_competitors=measured_share)
+    # loops, in place of processor sharing's 1 / (C + 1), solved for c under the
+    # default's cost per read.
+    measured = timeslice(effective_competitors=read_cost_share)
     out["timeslice-measured-share"] = {
         "rate_bps": measured.rate_bps,
         "model_time_s": measured.transfer_time_s,
@@ -658,21 +663,20 @@ def predictions(
         "rate_bps": float(curve.rate_bps[k]),
         "model_time_s": float(times[k]),
     }
-    # A backlogged receiver still pays its per-wake-up cost: a per read, not a sleep.
-    read_cost = timeslice(sleep_s=0.0)
-    out["timeslice-read-cost"] = {
-        "rate_bps": read_cost.rate_bps,
-        "model_time_s": read_cost.transfer_time_s,
+    # A backlogged receiver that skips its whole per-wake-up cost (the default before
+    # 2026-11-29): a sleep it does not take, where the default makes it a cost per read.
+    skip = timeslice(sleep_s=costs["wakeup_s"])
+    out["timeslice-skip-wakeup"] = {
+        "rate_bps": skip.rate_bps,
+        "model_time_s": skip.transfer_time_s,
     }
     # The same, with the share of its core a backlogged receiver was measured to get,
-    # solved for c under that receiver's cost.  Runs calibrated before it have no table:
-    # not scored.
-    if read_cost_share:
-        both = timeslice(sleep_s=0.0, effective_competitors=read_cost_share)
-        out["timeslice-read-cost-measured"] = {
-            "rate_bps": both.rate_bps,
-            "model_time_s": both.transfer_time_s,
-        }
+    # solved for c under that receiver's cost.
+    both = timeslice(sleep_s=costs["wakeup_s"], effective_competitors=measured_share)
+    out["timeslice-skip-wakeup-measured"] = {
+        "rate_bps": both.rate_bps,
+        "model_time_s": both.transfer_time_s,
+    }
     paper = workload_bottleneck_rate(w, profile, file_size_bytes=size, propagation_delay_s=t_prop)
     out["paper"] = {
         "rate_bps": paper.bottleneck.rate_bps,
@@ -781,7 +785,7 @@ def run_workload(
     runnable = statistics.fmean(s["runnable"] for v in samples.values() for s in v)
 
     # The models at every measured rate: the default model's first-round loss and time.
-    ts_curve, measured_curve, rotation_curve, tight_curve, read_cost_curve = (
+    ts_curve, measured_curve, rotation_curve, tight_curve, skip_curve = (
         time_slice_bottleneck_rate(
             Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
             profile,
@@ -792,10 +796,10 @@ def run_workload(
         ).curve
         for changes in (
             {},
-            {"effective_competitors": measured_share},
+            {"effective_competitors": read_cost_share},
             {"scheduler": "rotation"},
             {"slice_stages": TIGHT_STAGES},
-            {"sleep_s": 0.0},
+            {"sleep_s": costs["wakeup_s"]},
         )
     )
     paper = workload_bottleneck_rate(
@@ -832,7 +836,7 @@ def run_workload(
                 "measured_share_model_loss": float(measured_curve.first_round_loss[i]),
                 "rotation_model_loss": float(rotation_curve.first_round_loss[i]),
                 "constant_slices_model_loss": float(tight_curve.first_round_loss[i]),
-                "read_cost_model_loss": float(read_cost_curve.first_round_loss[i]),
+                "skip_wakeup_model_loss": float(skip_curve.first_round_loss[i]),
                 "paper_model_loss": float(paper_loss[i]),
             }
         )
@@ -1036,11 +1040,10 @@ def report(result: dict[str, Any]) -> None:
         "timeslice-rotation",
         "timeslice-no-slices",
         "timeslice-stationary",
-        "timeslice-read-cost",
+        "timeslice-skip-wakeup",
+        "timeslice-skip-wakeup-measured",
         "paper",
     ]
-    if ws and all("timeslice-read-cost-measured" in w["models"] for w in ws):
-        names.insert(-1, "timeslice-read-cost-measured")
     bases = ["line_rate", "half_line", "share_rule"]
     print(
         f"{'K':>5} {'N':>3} {'ms':>4} {'C':>2} {'I':>2} {'onset':>7} {'best':>7} "
@@ -1079,7 +1082,7 @@ def report(result: dict[str, Any]) -> None:
         "measured_share_model_loss",
         "rotation_model_loss",
         "constant_slices_model_loss",
-        "read_cost_model_loss",
+        "skip_wakeup_model_loss",
         "paper_model_loss",
     ):
         gaps[key] = max(
@@ -1263,6 +1266,7 @@ def main() -> None:
                     runs=2 if quick else 3,
                 )
             contention = calibration["contention"]["effective_competitors"]
+            per_read = calibration["contention"].get("effective_competitors_read_cost", [])
             slice_s = calibration["time_slice_s"]["mean"]
             kernel_s = net["kernel_s_per_datagram"]
             t_rtt = net["round_trip_s"] / 2.0
@@ -1272,8 +1276,8 @@ def main() -> None:
                 f"{kernel_s * 1e6:.2f} us/datagram, line {base.line_rate_bps / 1e6:.0f} Mbit/s, "
                 f"slice {slice_s * 1e3:.2f} ms, mu_io_cpu {base.mu_io_cpu:.0f}/s, "
                 f"mu_disk {base.mu_disk:.0f}/s, half RTT {t_rtt * 1e6:.0f} us; effective "
-                f"competitors for C = 1..{len(contention)}: "
-                + (", ".join(f"{c:.2f}" for c in contention) or "none measured"),
+                f"competitors for C = 1..{len(per_read)}: "
+                + (", ".join(f"{c:.2f}" for c in per_read) or "none measured"),
                 flush=True,
             )
             io_file = None

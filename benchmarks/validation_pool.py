@@ -33,6 +33,8 @@ used as the model, meets them in none of 30 pairs).  This script scores the runs
   than no other scored model (its interval over runs of its time over that model's
   wholly above 1), here or, with ``--send-auto JSON``, on the product's path.
 
+Runs made before the default changed on 2026-11-29 are read with their models named as
+today's (:func:`today_names`: there ``timeslice-read-cost`` is today's ``timeslice``).
 Rows a run marked ``noisy`` (its run queue above the workload's own) are left out.
 Scoring measures nothing::
 
@@ -66,6 +68,30 @@ DEFAULT = DEFAULT_RECEIVER_MODEL
 #: Rules that are not a model's: how a row's rate is found for them.
 BASELINES = ("line_rate", "three_quarter_line", "half_line", "share_rule")
 RESAMPLES = 4000
+
+
+#: The models of a run made before 2026-11-29, when the default's backlogged receiver
+#: stopped skipping its per-wake-up cost, named as today's runs name them: such a run has
+#: a ``timeslice-read-cost`` (the default now) and calls the default then ``timeslice``.
+RENAMED = {
+    "timeslice": "timeslice-skip-wakeup",
+    "timeslice-measured-share": "timeslice-skip-wakeup-measured",
+    "timeslice-read-cost": "timeslice",
+    "timeslice-read-cost-measured": "timeslice-measured-share",
+}
+
+
+def today_names(run: dict[str, Any]) -> dict[str, Any]:
+    """``run`` with its models named as today's runs name them (:data:`RENAMED`); a run
+    without ``timeslice-read-cost`` is returned as it is (its ``timeslice`` was the
+    default of its day, and it scored nothing that is today's)."""
+    if not any("timeslice-read-cost" in w["models"] for w in run["workloads"]):
+        return run
+    workloads = [
+        {**w, "models": {RENAMED.get(n, n): m for n, m in w["models"].items()}}
+        for w in run["workloads"]
+    ]
+    return {**run, "workloads": workloads}
 
 
 def _key(w: dict[str, Any]) -> tuple[int, float, int, int, int]:
@@ -482,7 +508,7 @@ def main() -> None:
         ap.error("arguments after -- are for the runs that --repeat makes")
     if not paths:
         ap.error("give runs to pool, or --repeat")
-    runs = [json.loads(Path(p).read_text()) for p in paths]
+    runs = [today_names(json.loads(Path(p).read_text())) for p in paths]
     names = [Path(p).stem for p in paths]
     send_auto = json.loads(Path(args.send_auto).read_text()) if args.send_auto else None
     result = pool(score(runs, names), names, send_auto=send_auto)

@@ -763,7 +763,8 @@ class WakeupCost:
     per_wakeup_s : float
         a: what a wake-up costs beyond its datagrams (s): the scheduler's wake-up and
         switch, the selector, the read that finds the socket empty.  The time-slice
-        model's ``wakeup_s``: a backlogged receiver does not pay it.
+        model's ``wakeup_s``: the part of a read's cost that does not grow with its
+        datagrams.
     per_datagram_s : float
         b: the receive path's cost per datagram (s): the read's share, the checks, the
         write.
@@ -1017,7 +1018,8 @@ def measure_kernel_share(
     In order: k (:func:`measure_kernel_cost`); the receive path's cost per wake-up and
     per datagram (:func:`measure_wakeup_cost`, ``min(runs, 3)`` passes of runs half as
     long as ``seconds``); c_C (:func:`measure_competitors`, with the backlogged capacity
-    ``1 / b`` of that fit where both its costs came out positive, else ``capacity_pps``).
+    ``N / (a + N b)`` of that fit where both its costs came out positive, else
+    ``capacity_pps``).
 
     ``path="auto"`` measures on a :class:`VethPair` where one can be made (root, ``ip``)
     and otherwise returns a loopback :class:`KernelShare` that says why; ``"veth"``
@@ -1106,9 +1108,12 @@ def measure_kernel_share(
                 seconds=0.5 * seconds,
             )
             if wakeup.usable:
-                # A backlogged receiver does not sleep: it takes a datagram per b of its
-                # CPU (the model's backlogged service; the lab's calibrate_contention).
-                capacity_pps = 1.0 / wakeup.per_datagram_s
+                # A backlogged receiver pays each read's whole cost a + N b (the model's
+                # backlogged service with sleep_s = 0, transport.time_slice_bottleneck_rate):
+                # the fit measures that sum well and its split poorly.
+                capacity_pps = batch_packets / (
+                    wakeup.per_wakeup_s + batch_packets * wakeup.per_datagram_s
+                )
             # Where the kernel alone would take half the core, c is still seen clearly;
             # far above it, what the kernel leaves is a small difference of large terms.
             c_rate = min(rate, 0.5 * 8.0 * payload_bytes / k.mean) if k.mean > 0 else rate

@@ -518,7 +518,7 @@ def time_slice_terms(
     scheduler: str = "lag",
     effective_competitors: Sequence[float] = (),
     slice_stages: int = 3,
-    sleep_s: float | None = None,
+    sleep_s: float = 0.0,
 ) -> TimeSliceTerms:
     """Solve the time-slice model's scheduler chain at each of ``rates_bps``.
 
@@ -572,7 +572,7 @@ effective_competitors, slice_stages, sleep_s
         raise TransportParameterError(
             "wakeup_preemption", "applies to scheduler='rotation' only (the lag model has it)"
         )
-    sleep = wakeup if sleep_s is None else float(sleep_s)
+    sleep = float(sleep_s)
     if not (np.isfinite(sleep) and 0 <= sleep <= wakeup):
         raise TransportParameterError(
             "sleep_s", f"must be >= 0 s and at most wakeup_s = {wakeup:.4g} s, got {sleep_s}"
@@ -649,7 +649,7 @@ def time_slice_bottleneck_rate(
     scheduler: str = "lag",
     effective_competitors: Sequence[float] = (),
     slice_stages: int = 3,
-    sleep_s: float | None = None,
+    sleep_s: float = 0.0,
     rates_bps: NDArray[np.float64] | None = None,
     grid_points: int = 32,
 ) -> TimeSliceResult:
@@ -678,13 +678,12 @@ def time_slice_bottleneck_rate(
     settle_s : float, default 0
         The receiver's wait for stragglers after a lossy blast (s).
     wakeup_s : float, default 0
-        CPU time of a wake-up beyond its datagrams' (s): being put to sleep, woken and
-        scheduled back in.  A receiver that finds a full batch (N) already waiting goes
-        on without sleeping and does not pay it: from N datagrams up the buffer drains
-        at ``1 / (1 / mu - wakeup_s)`` wake-ups per second of its CPU instead of mu
-        (:class:`queues.modulated.ModulatedQueue` ``backlogged_rates``).  Calibrated as
-        the per-wake-up cost of the receiver (``a`` of the fit ``a W + b D``); 0 gives
-        the same rate at every level.
+        CPU time of a wake-up beyond its datagrams' (s): a cost per read, calibrated as
+        ``a`` of the fit ``a W + b D`` (wake-ups W, datagrams D).  Under the lag account
+        a read of n < N datagrams costs ``wakeup_s + n b`` rather than a whole wake-up's
+        ``1 / mu`` (see ``scheduler``).  A read of N costs ``1 / mu`` whether the
+        receiver slept before it or found the batch waiting, unless ``sleep_s`` says
+        otherwise.
     wakeup_preemption : bool, default False
         True: the receiver's slice runs down only while it has datagrams to take; an idle
         receiver sleeps, keeps its turn (CFS and EEVDF keep a sleeper's lag) and gets the
@@ -712,13 +711,17 @@ def time_slice_bottleneck_rate(
         ``1 / sqrt(slice_stages)``).  The kernel's are nearly constant (README,
         ``benchmarks/slice_trace.py``: CV 0.00-0.12 at C = 2, 3); the chain's cost grows
         with about the square of the stages (12 stages: 10 times the time of 3).  At most 64.
-    sleep_s : float, optional
+    sleep_s : float, default 0
         The part of ``wakeup_s`` that a backlogged receiver skips (s), 0 <= sleep_s <=
-        wakeup_s: the backlogged wake-up rate is ``1 / (1 / mu - sleep_s)``.  Default: all
-        of ``wakeup_s``.  0: every wake-up costs its whole time, backlogged or not, as when
-        the fitted per-wake-up cost is mostly a cost per read that a receiver with datagrams
-        waiting still pays (the ablation ``timeslice-read-cost`` of
-        ``benchmarks/validate_transfer.py``).
+        wakeup_s: from N datagrams waiting up, the buffer drains at ``1 / (1 / mu -
+        sleep_s)`` wake-ups per second of its CPU instead of mu
+        (:class:`queues.modulated.ModulatedQueue` ``backlogged_rates``).  0, the
+        default: every read of N costs ``1 / mu``, backlogged or not.  The fit ``a W + b
+        D`` measures ``a + N b = 1 / mu`` well and its split poorly (b came out 0-14.6 us
+        on one machine's runs), and a backlogged receiver that skipped all of ``a``
+        would drain at ``1 / b``: without bound as b goes to 0.  ``sleep_s = wakeup_s``
+        was the default until 2026-11-29 (the ablation ``timeslice-skip-wakeup`` of
+        ``benchmarks/validate_transfer.py``; docs/validation.md).
     rates_bps : ndarray, optional
         Score exactly these rates (bit/s) and take the best of them; default: a grid of
         ``grid_points`` rates over (0, line rate], refined around its best.

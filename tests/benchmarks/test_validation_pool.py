@@ -265,3 +265,21 @@ def test_the_committed_runs_show_which_sender_held_its_rates() -> None:
     hold = pool_module.sender_hold(list(runs.values()), [str(n) for n in runs])
     assert hold["5"]["median"] > 0.98 and hold["12"]["median"] > 0.98
     assert all(hold[n]["median"] < 0.7 for n in ("9", "10", "11"))
+
+
+def test_runs_made_before_the_default_changed_are_read_with_todays_names() -> None:
+    # Runs 9-14 scored the default of their day as "timeslice" and today's default as
+    # "timeslice-read-cost"; read, they name them as validate_transfer.py does now.  Runs
+    # 1-8 had no read-cost form and keep their names.
+    before = {
+        "workloads": [
+            {"models": {n: {"rate_bps": float(i)} for i, n in enumerate(pool_module.RENAMED)}}
+        ]
+    }
+    after = pool_module.today_names(before)["workloads"][0]["models"]
+    assert after["timeslice"]["rate_bps"] == 2.0  # was timeslice-read-cost
+    assert after["timeslice-skip-wakeup"]["rate_bps"] == 0.0
+    assert after["timeslice-measured-share"]["rate_bps"] == 3.0
+    assert after["timeslice-skip-wakeup-measured"]["rate_bps"] == 1.0
+    older = {"workloads": [{"models": {"timeslice": {}, "paper": {}}}]}
+    assert pool_module.today_names(older) is older

@@ -139,6 +139,7 @@ def test_rounds_match_an_explicit_loop(scheduler: str, wakeup: float) -> None:
         rates_bps=np.array([rate]),
         scheduler=scheduler,
         wakeup_s=wakeup,
+        sleep_s=wakeup,  # the backlogged receiver skips it: the speed-up is in the loop
     )
     # The same play-out, written as a loop over rounds from the queue's own terms.
     S = PROFILE.packet_payload_bytes
@@ -244,7 +245,7 @@ def test_a_skipped_wakeup_with_single_datagrams_is_a_faster_receiver() -> None:
         "rates_bps": np.array([150e6, 300e6, 450e6]),
     }
     w = Workload(cpu_tasks=2, io_tasks=0)
-    skipped = time_slice_bottleneck_rate(w, one, wakeup_s=wakeup, **kw)
+    skipped = time_slice_bottleneck_rate(w, one, wakeup_s=wakeup, sleep_s=wakeup, **kw)
     faster = time_slice_bottleneck_rate(
         w, one.replace(mu_net=1.0 / (1.0 / one.mu_net - wakeup)), **kw
     )
@@ -260,10 +261,11 @@ def test_a_skipped_wakeup_raises_the_rate_of_a_busy_receiver() -> None:
     kw = {"file_size_bytes": 20_000_000, "propagation_delay_s": 0.01, "time_slice_s": 3e-3}
     w = Workload(cpu_tasks=2, io_tasks=0)
     slow = PROFILE.replace(mu_net=8_000.0)  # about 250 Mbit/s with two competitors
+    wakeup = 0.5 / slow.mu_net
     sleeps = time_slice_bottleneck_rate(w, slow, **kw)
-    skips = time_slice_bottleneck_rate(w, slow, wakeup_s=0.5 / slow.mu_net, **kw)
+    skips = time_slice_bottleneck_rate(w, slow, wakeup_s=wakeup, sleep_s=wakeup, **kw)
     assert skips.rate_bps > 1.2 * sleeps.rate_bps
-    assert skips.inputs["wakeup_s"] == 0.5 / slow.mu_net
+    assert skips.inputs["wakeup_s"] == wakeup
 
 
 @pytest.mark.parametrize("sleep_fraction", [0.0, 0.5, 1.0])
@@ -281,8 +283,8 @@ def test_a_backlogged_receiver_drains_as_its_skipped_sleep_says(sleep_fraction: 
     backlogged_rate = 1.0 / (1.0 / PROFILE.mu_net - sleep)
     assert terms.drain_per_s[0] == pytest.approx(backlogged_rate * 8 / 3, rel=1e-9)
     assert terms.inputs["sleep_s"] == sleep
-    # Left out, the whole wake-up cost is skipped: the same terms as sleep_s = wakeup_s.
-    if sleep_fraction == 1.0:
+    # Left out, a backlogged receiver pays its whole wake-up: the terms of sleep_s = 0.
+    if sleep_fraction == 0.0:
         default = time_slice_terms(w, PROFILE, **kw)
         np.testing.assert_array_equal(default.drain_per_s, terms.drain_per_s)
         np.testing.assert_array_equal(default.shift, terms.shift)
