@@ -130,14 +130,9 @@ def test_idle_spinner_sees_a_busy_loop_take_the_cpu() -> None:
     assert used > 0.6
 
 
-def test_idle_spinner_baseline_is_its_speed_on_an_unshared_cpu() -> None:
-    # The loop's speed is counted per second of its own CPU time, so a baseline taken
-    # while a nice-19 loop shares the CPU all along (the SCHED_IDLE loop then gets about
-    # 3/18 of it) is still the speed of the loop alone.  Reference: the same loop's
-    # speed right after, alone.  A baseline per wall second would read about 0.17 of it;
-    # the bound, 0.4, leaves room for this VM's back-to-back spread (0.57 once in CI on a
-    # slow day, under the 0.6 this bound was before).
-    cpu = sorted(os.sched_getaffinity(0))[0]
+def _shared_over_alone(cpu: int) -> float:
+    """The idle spinner's baseline taken while a nice-19 loop shares ``cpu`` all along,
+    over the same baseline taken right after, alone."""
     ctx = multiprocessing.get_context("fork")
     busy = ctx.Process(target=_spin_for, args=(cpu, 1.0, 19), daemon=True)
     busy.start()
@@ -153,7 +148,23 @@ def test_idle_spinner_baseline_is_its_speed_on_an_unshared_cpu() -> None:
             alone_rate = alone.idle_rate
     except RuntimeError as exc:
         pytest.skip(str(exc))
-    assert shared_rate > 0.4 * alone_rate
+    return shared_rate / alone_rate
+
+
+def test_idle_spinner_baseline_is_its_speed_on_an_unshared_cpu() -> None:
+    # The loop's speed is counted per second of its own CPU time, so a baseline taken
+    # while a nice-19 loop shares the CPU all along (the SCHED_IDLE loop then gets about
+    # 3/18 of it) is still the speed of the loop alone.  Reference: the same loop's
+    # speed right after, alone.  A baseline per wall second would read about 0.17 of it
+    # in every try; the loop's short turns beside the other one only ever slow it (0.57
+    # and 0.30 once each in CI on slow days), so the best of three tries must exceed 0.4.
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    tries: list[float] = []
+    for _ in range(3):
+        tries.append(_shared_over_alone(cpu))
+        if tries[-1] > 0.4:
+            break
+    assert max(tries) > 0.4, tries
 
 
 def test_time_slice_is_a_plausible_scheduler_slice() -> None:
