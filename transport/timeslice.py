@@ -577,7 +577,8 @@ effective_competitors, slice_stages, sleep_s
         raise TransportParameterError(
             "sleep_s", f"must be >= 0 s and at most wakeup_s = {wakeup:.4g} s, got {sleep_s}"
         )
-    # A backlogged receiver skips the sleep: its wake-ups come this much faster.
+    # A backlogged receiver that skips sleep_s of each wake-up (0 by default) reads this
+    # much faster.
     backlogged_speedup = 1.0 / (1.0 - sleep * mu)
     payload = profile.packet_payload_bytes
     lam = rates / (8.0 * payload)

@@ -13,7 +13,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Sized
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -467,6 +467,7 @@ class _CostlyCalls:
     def __init__(self, fixed: float, per_packet: float) -> None:
         self.now, self.fixed, self.per_packet = 0.0, fixed, per_packet
         self.sizes: list[int] = []
+        self.calls: list[tuple[int, int, float]] = []  # (first packet, packets, time)
 
     def monotonic(self) -> float:
         self.now += 1e-6
@@ -475,9 +476,23 @@ class _CostlyCalls:
     def sleep(self, seconds: float) -> None:
         self.now += max(seconds, 0.0)
 
-    def send(self, chunk: Sized) -> None:
+    def send(self, chunk: Sequence[int]) -> None:
         self.sizes.append(len(chunk))
+        self.calls.append((int(chunk[0]), len(chunk), self.now))
         self.now += self.fixed + self.per_packet * len(chunk)
+
+    def check_schedule(self, packets: int, interval: float, batch: int) -> None:
+        """Every packet sent once, in order; no call early (the blast's t0 is the first
+        clock reading, 1 us); a call larger than a batch only of packets already due."""
+        import numpy as np
+
+        starts = [k for k, _, _ in self.calls]
+        assert starts == list(np.cumsum([0, *self.sizes])[:-1])
+        assert sum(self.sizes) == packets
+        t0 = 1e-6
+        assert all(t - t0 >= k * interval - 1e-12 for k, _, t in self.calls)
+        late = [(k, n, t) for k, n, t in self.calls if n > batch]
+        assert all(t - t0 >= (k + n - 1) * interval - 1e-12 for k, n, t in late)
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         import types
@@ -518,6 +533,8 @@ def test_a_pacer_whose_calls_cost_more_than_a_batch_still_holds_its_rate(
     )
     schedule = 20_000 * bits / rate_bps
     assert elapsed == pytest.approx(schedule, rel=0.01)
+    fake.check_schedule(20_000, bits / rate_bps, batch)
+    assert max(fake.sizes) > batch  # the calls that caught up were checked above
     # Closed form of one batch per call, for the record of what was fixed.
     assert batch / (110e-6 + 9.8e-6 * batch) < 0.75 * rate_bps / bits
     assert max(fake.sizes) <= sender.MAX_BURST_PACKETS
@@ -546,6 +563,7 @@ def test_a_pacer_at_its_cpu_limit_sends_full_bursts(monkeypatch: pytest.MonkeyPa
     assert set(fake.sizes[1:-1]) == {burst}  # the first is a batch, the last what is left
     closed = 320 * burst / (burst / (110e-6 + 9.8e-6 * burst))
     assert elapsed == pytest.approx(closed, rel=0.01)
+    fake.check_schedule(320 * burst, 8.0 * 1468 / 1e10, 1)
 
 
 def test_batches_span_the_spacing_at_the_rates_a_receiver_is_advised() -> None:
