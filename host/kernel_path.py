@@ -1111,9 +1111,7 @@ def measure_kernel_share(
                 # A backlogged receiver pays each read's whole cost a + N b (the model's
                 # backlogged service with sleep_s = 0, transport.time_slice_bottleneck_rate):
                 # the fit measures that sum well and its split poorly.
-                capacity_pps = batch_packets / (
-                    wakeup.per_wakeup_s + batch_packets * wakeup.per_datagram_s
-                )
+                capacity_pps = batch_packets * wakeup.mu_net(batch_packets)
             # Where the kernel alone would take half the core, c is still seen clearly;
             # far above it, what the kernel leaves is a small difference of large terms.
             c_rate = min(rate, 0.5 * 8.0 * payload_bytes / k.mean) if k.mean > 0 else rate
