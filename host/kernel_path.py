@@ -54,6 +54,7 @@ import numpy as np
 from .calibration import Spread
 
 __all__ = [
+    "COMPETITORS_COST",
     "KernelShare",
     "VethPair",
     "WakeupCost",
@@ -66,6 +67,12 @@ __all__ = [
     "measure_wakeup_cost",
     "veth_unavailable",
 ]
+
+# The receiver cost a stored c_C was solved under, stored beside it: a backlogged receiver
+# pays each read's whole cost a + N b (capacity N mu_net).  ``transport.time_slice_costs``
+# takes a table only with this mark: one solved before 2026-11-29, when the model let a
+# backlogged receiver skip a, is too large for today's model and gives too low advice.
+COMPETITORS_COST = "per_read"
 
 _CLONE_NEWNET = 0x40000000
 # The pair's two ends: a /30 inside namespaces made here (no route leaves them).
@@ -991,6 +998,7 @@ class KernelShare:
                 out["per_datagram_s"] = self.wakeup.per_datagram_s
         if self.effective_competitors:
             out["effective_competitors"] = list(self.effective_competitors)
+            out["competitors_cost"] = COMPETITORS_COST
             out["competitors_rate_bps"] = self.rate_bps
         return out
 

@@ -87,6 +87,10 @@ _MAX_KERNEL_S = 0.01
 _MIN_COMPETITORS = 1e-3
 _MAX_COMPETITORS = 1e3
 _MAX_TABLE = 1024
+# The mark a calibration stores beside c_C solved under today's receiver cost (each read
+# pays a + N b): host.kernel_path.COMPETITORS_COST, written here so that reading a
+# profile does not import the calibration's sockets (tests/host pins the two equal).
+_COMPETITORS_COST = "per_read"
 
 
 @dataclass(frozen=True)
@@ -134,7 +138,12 @@ def time_slice_costs(provenance: Mapping[str, Any] | None, profile: HostProfile)
     absent, not a positive number (or above 1 s for the slice, 10 ms for the kernel's cost),
     or (for ``wakeup_s``) not below a whole wake-up's time ``1 / mu_net`` falls back to the
     default: :data:`DEFAULT_TIME_SLICE_S`, 0 and 0; an ``effective_competitors`` that is not
-    a list of at most 1,024 numbers in [0.001, 1000], to none.
+    a list of at most 1,024 numbers in [0.001, 1000], to none.  A table is taken only
+    beside ``"competitors_cost": "per_read"``, the receiver cost it was solved under
+    (``host.kernel_path.COMPETITORS_COST``); a calibration stored before 2026-11-29 solved
+    it for a receiver that skipped its wake-up cost when backlogged, and its c_C, too large
+    for today's model, would give too low advice: without the mark, c = C until the host is
+    calibrated again.
 
     Parameters
     ----------
@@ -155,6 +164,8 @@ def time_slice_costs(provenance: Mapping[str, Any] | None, profile: HostProfile)
     if wakeup * profile.mu_net >= 1.0:
         wakeup = 0.0  # no wake-up can cost more than its whole time
     table = (provenance or {}).get("effective_competitors")
+    if (provenance or {}).get("competitors_cost") != _COMPETITORS_COST:
+        table = None  # solved under another receiver cost: c = C until calibrated again
     try:
         measured = tuple(_competitor_table(table)) if table else ()
     except TransportParameterError:

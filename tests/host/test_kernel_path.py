@@ -56,6 +56,8 @@ def test_what_a_calibration_stores_is_what_the_model_reads() -> None:
     )
     assert costs.kernel_s_per_datagram == pytest.approx(1.6e-5, rel=1e-12)
     assert costs.effective_competitors == (0.5, 2.9, 2.6)
+    # transport reads the mark without importing this module: the two spellings agree.
+    assert share.provenance()["competitors_cost"] == kp.COMPETITORS_COST == "per_read"
 
 
 def test_a_wake_up_fit_is_stored_for_the_model_only_when_both_costs_are_positive() -> None:

@@ -347,8 +347,18 @@ def test_time_slice_costs_read_a_calibration_and_fall_back_to_the_defaults() -> 
         "wakeup_s": 1e-5,
         "effective_competitors": [0.9, 1.5, 2.2],
     }
+    stored = {**given, "competitors_cost": "per_read"}
     # The scheduler is not calibrated: the default, whatever the provenance says.
-    assert time_slice_costs(given, profile).to_dict() == {**given, "scheduler": "lag"}
+    assert time_slice_costs(stored, profile).to_dict() == {**given, "scheduler": "lag"}
+    # c_C solved under another receiver cost (a calibration stored before 2026-11-29, or
+    # none named) is too large for today's model: dropped, the rest kept.
+    for cost in (None, "skip_wakeup", 1):
+        older = {**given, "competitors_cost": cost} if cost is not None else given
+        assert time_slice_costs(older, profile).to_dict() == {
+            **given,
+            "effective_competitors": [],
+            "scheduler": "lag",
+        }
     bad = {
         "time_slice_s": -1,
         "kernel_s_per_datagram": True,
@@ -370,7 +380,9 @@ def test_time_slice_costs_read_a_calibration_and_fall_back_to_the_defaults() -> 
         [1.0, None],
         [1.0] * 2000,
     ):
-        got = time_slice_costs({"effective_competitors": table}, profile)
+        got = time_slice_costs(
+            {"effective_competitors": table, "competitors_cost": "per_read"}, profile
+        )
         assert got == TimeSliceCosts(), table
     assert time_slice_costs({"time_slice_s": float("inf")}, profile).time_slice_s == (
         DEFAULT_TIME_SLICE_S

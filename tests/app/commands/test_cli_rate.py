@@ -272,10 +272,22 @@ def test_rate_model_timeslice_uses_the_default_profiles_calibration(
     # A measured share, where a calibration gave one, is named on the model line too.
     store.put(
         lab.replace(name="lab-4"),
-        provenance={**calibration, "effective_competitors": [0.9, 1.6]},
+        provenance={
+            **calibration,
+            "effective_competitors": [0.9, 1.6],
+            "competitors_cost": "per_read",
+        },
     )
     shared = invoke("rate", *argv, "--model", "timeslice", "--profile", "lab-4").stdout
     assert "measured competitors 0.9, 1.6" in shared
+    # A table stored without the receiver cost it was solved under predates that cost
+    # (transport.time_slice_costs): not used, and the model line says so.
+    store.put(
+        lab.replace(name="lab-5"),
+        provenance={**calibration, "effective_competitors": [0.9, 1.6]},
+    )
+    older = invoke("rate", *argv, "--model", "timeslice", "--profile", "lab-5").stdout
+    assert "competitors C (processor sharing)" in older
     paper = json.loads(invoke("rate", *argv, "--model", "paper", "--json").stdout)
     assert paper["inputs"]["model"] == "paper" and "time_slice" not in paper["inputs"]
 
