@@ -156,16 +156,17 @@ def time_slice_costs(provenance: Mapping[str, Any] | None, profile: HostProfile)
     -------
     TimeSliceCosts
     """
+    stored = provenance or {}
 
     def number(key: str, upper: float) -> float | None:
-        return _bounded_number((provenance or {}).get(key), upper)
+        return _bounded_number(stored.get(key), upper)
 
     wakeup = number("wakeup_s", 1.0) or 0.0
     if wakeup * profile.mu_net >= 1.0:
         wakeup = 0.0  # no wake-up can cost more than its whole time
-    table = (provenance or {}).get("effective_competitors")
-    if (provenance or {}).get("competitors_cost") != _COMPETITORS_COST:
-        table = None  # solved under another receiver cost: c = C until calibrated again
+    # A table solved under another receiver cost is no table: c = C until calibrated again.
+    same_cost = stored.get("competitors_cost") == _COMPETITORS_COST
+    table = stored.get("effective_competitors") if same_cost else None
     try:
         measured = tuple(_competitor_table(table)) if table else ()
     except TransportParameterError:
