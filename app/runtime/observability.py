@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as _dt
+import glob
 import json
 import logging
+import os
 import sys
 from typing import Any
 
@@ -223,5 +225,29 @@ class Metrics:
         if self.multiprocess_dir is None:
             return self.registry
         registry = CollectorRegistry()
-        MultiProcessCollector(registry, path=self.multiprocess_dir)
+        _WorkerFilesCollector(registry, path=self.multiprocess_dir)
         return registry
+
+
+class _WorkerFilesCollector(MultiProcessCollector):
+    """prometheus_client's multiprocess collector, reading only files that hold something.
+
+    A worker creates its file empty and sizes it a moment later, the first time it
+    records a metric of a kind; a scrape that reads the file in between fails as a whole
+    (prometheus/client_python#1199), so a scrape just after another worker's first
+    request could answer 500.  An empty file holds nothing yet and is skipped; a file
+    only ever grows, so one seen non-empty stays readable.  (A live gauge's file removed
+    since the listing, by a worker exiting, the library already skips.)
+    """
+
+    def collect(self) -> Any:
+        files = [f for f in glob.glob(os.path.join(self._path, "*.db")) if _holds_data(f)]
+        return self.merge(files, accumulate=True)
+
+
+def _holds_data(path: str) -> bool:
+    """Whether the file at ``path`` exists and is no longer empty."""
+    try:
+        return os.stat(path).st_size > 0
+    except FileNotFoundError:
+        return False

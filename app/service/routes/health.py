@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from prometheus_client.exposition import choose_encoder
@@ -84,4 +85,6 @@ async def get_metrics(request: Request) -> Response:
     # The text format by default; OpenMetrics when the scraper asks for it.
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
     registry = state.metrics.exposition_registry()
-    return Response(encoder(registry), headers={"Content-Type": content_type})
+    # Under several workers this reads every worker's file: off the event loop.
+    body = await anyio.to_thread.run_sync(encoder, registry)
+    return Response(body, headers={"Content-Type": content_type})

@@ -5,8 +5,10 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import struct
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -130,3 +132,30 @@ def test_readiness_waits_for_the_default_nets(
         time.sleep(0.05)
     assert gc.get_freeze_count() > 10_000
     gc.unfreeze()
+
+
+def test_a_worker_file_not_yet_sized_does_not_fail_the_scrape(tmp_path: Path) -> None:
+    """A worker creates its metrics file empty and sizes it a moment later
+    (prometheus_client's ``MmapedDict.__init__``); a scrape in between must still answer,
+    with every other worker's figures.  Reference: prometheus/client_python#1199, where
+    the library's own collector raises ``struct.error`` on such a file."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.mmap_dict import MmapedDict, mmap_key
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    from app.runtime.observability import _WorkerFilesCollector
+
+    written = MmapedDict(str(tmp_path / "counter_101.db"))
+    key = mmap_key("jobs", "jobs_total", ["kind"], ["sweep"], "Jobs run.")
+    written.write_value(key, 7.0, 0.0)
+    written.close()
+    (tmp_path / "counter_102.db").touch()  # the second worker, between create and size
+
+    plain = CollectorRegistry()
+    MultiProcessCollector(plain, path=str(tmp_path))
+    with pytest.raises(struct.error):
+        generate_latest(plain)
+
+    tolerant = CollectorRegistry()
+    _WorkerFilesCollector(tolerant, path=str(tmp_path))
+    assert tolerant.get_sample_value("jobs_total", {"kind": "sweep"}) == 7.0

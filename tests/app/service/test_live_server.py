@@ -114,19 +114,23 @@ def test_metrics_are_the_same_from_either_of_two_workers(tmp_path: Path) -> None
         for t in threads:
             t.join(30)
         n_requests = n_threads * per_thread
-        texts = [
-            httpx.get(base + "/metrics", headers={"connection": "close"}, timeout=10).text
-            for _ in range(20)
-        ]
-        counts = [
-            _sample(
-                text,
+
+        def scrape() -> float:
+            r = httpx.get(base + "/metrics", headers={"connection": "close"}, timeout=10)
+            assert r.status_code == 200, r.text
+            return _sample(
+                r.text,
                 "blastrate_http_request_duration_seconds_count",
                 route="/healthz",
                 status="200",
             )
-            for text in texts
-        ]
+
+        # A worker records a request once its response is sent, so the client can see
+        # its last answer a moment before the count does: wait for all 40 (bounded).
+        deadline = time.monotonic() + 30
+        while (first := scrape()) < n_requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        counts = [first] + [scrape() for _ in range(19)]
         # Every scrape, from whichever worker, sees all 40 requests.
         assert set(counts) == {float(n_requests)}, counts
         directories = list((tmp_path / f"blastrate-metrics-{os.getuid()}").iterdir())
