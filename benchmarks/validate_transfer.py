@@ -53,6 +53,10 @@ Models scored (each gives a predicted rate; ablations show what each mechanism b
   scored the default against ``timeslice-read-cost``, which is today's default);
 * ``timeslice-skip-wakeup-measured`` -- the same with the share measured beside C busy
   loops, solved for c under that receiver's cost (``effective_competitors``);
+* ``timeslice-send-size`` -- the default with K and N taken at each rate's send size:
+  the datagrams reach the socket whole in the sender's sends, which grow with the rate,
+  so the socket holds more of them and a backlogged wake-up takes more
+  (:class:`SendSizes`; ``benchmarks/send_size.py``);
 * ``paper`` -- the paper's model (:func:`transport.workload_bottleneck_rate`).
 
 Baselines: the line rate, half the line rate, and the share rule
@@ -195,7 +199,7 @@ def _receiver(
                 # Accept timeouts between transfers; failures show on the sender's side.
                 with contextlib.suppress(Exception):
                     done = rx.serve_one()
-                    conn.send((done.wakeups, done.accepted + done.duplicates))
+                    conn.send((done.wakeups, done.accepted + done.duplicates, done.reads))
     finally:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
@@ -346,13 +350,16 @@ def calibrate_link(
       paced at 30..90 % of it, the receiver reporting its wake-ups W and datagrams D:
       the receiver's own time, the core time used less k D, is a W + b D by
       non-negative least squares, and mu_net = 1 / (a + N b): wake-ups of a full batch
-      of N per second of the receiver's CPU, what the model's wake-up rate means.
+      of N per second of the receiver's CPU, what the model's wake-up rate means;
+    * the sender's time per paced call, from the datagrams per read of the paced
+      transfers (:class:`SendSizes`).
     """
     from scipy.optimize import nnls
 
     old = os.sched_getaffinity(0)
     rates: list[float] = []
     rows, used_s = [], []
+    sends: list[float] = []
     with receiver_process(rx_cpu, args, link, time.monotonic() + 180) as (port, reports):
         os.sched_setaffinity(0, {tx_cpu})
         try:
@@ -374,10 +381,14 @@ def calibrate_link(
                     )
                     if not reports.poll(10):
                         raise RuntimeError("the receiver did not report its transfer")
-                    wakeups, taken = reports.recv()
+                    wakeups, taken, reads = reports.recv()
                     used, span = spin.busy_fraction(mark)
                     if step is None:
                         rates.append(rep.rounds[0].achieved_rate_bps)
+                    elif reads and rate is not None and rate < 0.95 * link.line_rate_bps:
+                        # The sender's time per call: the datagrams its sends carried
+                        # (as the receiver read them) over the datagrams a second.
+                        sends.append(taken / reads * 8.0 * PAYLOAD / rate)
                     rows.append((wakeups, taken))
                     used_s.append(used * span)
             rtt = _round_trip(link.address, port)
@@ -406,6 +417,9 @@ def calibrate_link(
         # Datagrams per second the core takes at full batches, kernel included.
         "capacity_pps": 1.0 / (a / args.batch + b + k),
         "round_trip_s": rtt,
+        # The sender's time per paced call (s), the median over the paced transfers
+        # below the line (SendSizes): its sends carry rate * this / datagram bits.
+        "seconds_per_send": statistics.median(sends) if sends else None,
     }
 
 
@@ -596,6 +610,94 @@ def _bootstrap_ratio(
     return [float(lo), float(hi)]
 
 
+#: Rates (evenly spaced up to the line) at which ``timeslice-send-size`` is solved, and
+#: the send sizes (datagrams) at which each workload's socket is filled.
+SEND_SIZE_GRID = 40
+SEND_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+
+
+class SendSizes:
+    """How the datagrams reach the receiver's socket over this link: in the sender's sends.
+
+    The product's sender sends one UDP GSO buffer per paced call, every datagram already
+    due, and its receiver has UDP GRO on; on veth (and loopback) nothing splits a send on
+    the way, so the socket queues it whole and the receiver reads it whole.  The sends
+    grow with the rate (the sender's calls take about the same time whatever the rate),
+    and with them the datagrams the socket holds (it charges a send once) and those a
+    backlogged wake-up takes (it reads until it has N, finishing the send it is in:
+    about N + (s - 1) / 2 with sends of s).  At the line the ``tbf`` splits the sender's
+    catch-up bursts into datagrams (it does not pass a send above its 32 KB burst), so
+    sends there are single datagrams (``benchmarks/send_size.py``: 1.0-1.3 at the line,
+    4.4-7.3 at 500-875 Mbit/s).
+
+    Parameters
+    ----------
+    seconds_per_send : float
+        The sender's time per paced call (s), from the calibration's paced transfers:
+        a send at rate R carries ``R * seconds_per_send / (8 * payload)`` datagrams, at
+        least 1, at most ``max_burst``.
+    buffer_by_send : dict of int to int
+        Datagrams the receiver's socket holds at each send size (``measure_buffer_packets``
+        with ``segments``), for this workload's SO_RCVBUF.
+    per_wakeup_s, per_datagram_s : float
+        The receiver's cost per wake-up and per datagram (s), from the same calibration.
+    max_burst : int
+        The sender's catch-up burst (datagrams).
+    """
+
+    def __init__(
+        self,
+        seconds_per_send: float,
+        buffer_by_send: dict[int, int],
+        per_wakeup_s: float,
+        per_datagram_s: float,
+        max_burst: int,
+    ) -> None:
+        self.seconds_per_send = seconds_per_send
+        self.sizes = np.array(sorted(buffer_by_send), dtype=float)
+        self.held = np.array([buffer_by_send[k] for k in sorted(buffer_by_send)], dtype=float)
+        self.per_wakeup_s = per_wakeup_s
+        self.per_datagram_s = per_datagram_s
+        self.max_burst = max_burst
+
+    def send_size(self, rate_bps: float, line_rate_bps: float) -> float:
+        """Mean datagrams per send reaching the socket at ``rate_bps``."""
+        if rate_bps >= 0.999 * line_rate_bps:
+            return 1.0
+        s = rate_bps * self.seconds_per_send / (8.0 * PAYLOAD)
+        return float(min(max(s, 1.0), self.max_burst))
+
+    def profile_at(self, profile: HostProfile, rate_bps: float) -> HostProfile:
+        """The receiver as the model sees it at ``rate_bps``: K and N at its send size."""
+        s = self.send_size(rate_bps, profile.line_rate_bps)
+        k = round(float(np.interp(s, self.sizes, self.held)))
+        n = max(1, min(round(profile.coalesce_packets + (s - 1.0) / 2.0), k))
+        return profile.replace(
+            buffer_packets=k,
+            coalesce_packets=n,
+            mu_net=1.0 / (self.per_wakeup_s + n * self.per_datagram_s),
+        )
+
+    def curve(
+        self,
+        w: Workload,
+        profile: HostProfile,
+        size: int,
+        t_prop: float,
+        costs: dict[str, Any],
+        rate_bps: float,
+    ) -> Any:
+        """The default model's curve at one rate, with that rate's K and N."""
+        return time_slice_bottleneck_rate(
+            w,
+            self.profile_at(profile, rate_bps),
+            file_size_bytes=size,
+            propagation_delay_s=t_prop,
+            rates_bps=np.array([rate_bps]),
+            **costs,
+        ).curve
+
+
 def predictions(
     cpu_tasks: int,
     io_tasks: int,
@@ -605,8 +707,11 @@ def predictions(
     costs: dict[str, Any],
     measured_share: tuple[float, ...] = (),
     read_cost_share: tuple[float, ...] = (),
+    sends: SendSizes | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Every model's predicted rate for one workload (the ablations included).
+
+    ``sends`` (the link's calibration, :class:`SendSizes`) adds ``timeslice-send-size``.
 
     ``measured_share`` and ``read_cost_share`` are :func:`calibrate_contention`'s
     ``effective_competitors`` and ``effective_competitors_read_cost``.
@@ -677,6 +782,19 @@ def predictions(
         "rate_bps": both.rate_bps,
         "model_time_s": both.transfer_time_s,
     }
+    if sends is not None:
+        # The datagrams reach the socket whole in the sender's sends, which grow with the
+        # rate: at each rate of a grid, the buffer and a backlogged wake-up's intake at
+        # that rate's send size (benchmarks/send_size.py).
+        grid = profile.line_rate_bps * np.arange(1, SEND_SIZE_GRID + 1) / SEND_SIZE_GRID
+        times = [
+            sends.curve(w, profile, size, t_prop, costs, rate).transfer_time_s[0] for rate in grid
+        ]
+        k = int(np.argmin(times))
+        out["timeslice-send-size"] = {
+            "rate_bps": float(grid[k]),
+            "model_time_s": float(times[k]),
+        }
     paper = workload_bottleneck_rate(w, profile, file_size_bytes=size, propagation_delay_s=t_prop)
     out["paper"] = {
         "rate_bps": paper.bottleneck.rate_bps,
@@ -736,11 +854,12 @@ def run_workload(
     t_prop: float,
     budget_deadline: float,
     drops: Drops,
+    sends: SendSizes | None = None,
 ) -> dict[str, Any]:
     size = src.stat().st_size
     line = profile.line_rate_bps
     models = predictions(
-        cpu_tasks, io_tasks, profile, size, t_prop, costs, measured_share, read_cost_share
+        cpu_tasks, io_tasks, profile, size, t_prop, costs, measured_share, read_cost_share, sends
     )
     predicted = models["timeslice"]["rate_bps"]
     # The share rule with the core's whole capacity at full batches (mu_net * N when the
@@ -808,6 +927,21 @@ def run_workload(
         file_size_bytes=size,
         propagation_delay_s=t_prop,
     )
+    send_size_loss = [
+        None
+        if sends is None
+        else float(
+            sends.curve(
+                Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
+                profile,
+                size,
+                t_prop,
+                costs,
+                rate,
+            ).first_round_loss[0]
+        )
+        for rate in rates
+    ]
     lam = np.array(rates, dtype=float) / (8.0 * PAYLOAD)
     paper_loss = queues.loss_probability(
         lam, paper.service.rate_per_s, profile.buffer_packets, profile.coalesce_packets
@@ -838,6 +972,7 @@ def run_workload(
                 "constant_slices_model_loss": float(tight_curve.first_round_loss[i]),
                 "skip_wakeup_model_loss": float(skip_curve.first_round_loss[i]),
                 "paper_model_loss": float(paper_loss[i]),
+                "send_size_model_loss": send_size_loss[i],
             }
         )
     by_rate = {round(r["rate_bps"]): r for r in per_rate}
@@ -1289,6 +1424,21 @@ def main() -> None:
                 for rcvbuf, batch, delay in groups:
                     args.rcvbuf, args.batch, args.delay = rcvbuf, batch, delay
                     k = measure_buffer_packets(datagram, rcvbuf_bytes=rcvbuf)
+                    buffer_by_send = {
+                        s: measure_buffer_packets(datagram, rcvbuf_bytes=rcvbuf, segments=s)
+                        for s in SEND_SIZES
+                    }
+                    sends = (
+                        SendSizes(
+                            net["seconds_per_send"],
+                            buffer_by_send,
+                            net["per_wakeup_s"],
+                            net["per_datagram_s"],
+                            args.max_burst,
+                        )
+                        if net.get("seconds_per_send")
+                        else None
+                    )
                     profile = base.replace(
                         buffer_packets=k,
                         coalesce_packets=min(batch, k),
@@ -1332,9 +1482,11 @@ def main() -> None:
                             t_prop=t_prop,
                             budget_deadline=budget_deadline,
                             drops=drops,
+                            sends=sends,
                         )
                         w.update(
                             buffer_packets=k,
+                            buffer_by_send=buffer_by_send,
                             rcvbuf_bytes=rcvbuf,
                             batch_packets=batch,
                             delay_s=delay,

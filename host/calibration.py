@@ -223,8 +223,17 @@ class IoCalibration:
         }
 
 
+#: UDP GSO and GRO (linux/udp.h), as ``datamover.segments`` sets them (host sits below
+#: datamover), and the most datagrams one segmented send carries.
+_SOL_UDP, _UDP_SEGMENT, _UDP_GRO, _MAX_SEGMENTS = 17, 103, 104, 64
+
+
 def measure_buffer_packets(
-    datagram_bytes: int, *, rcvbuf_bytes: int | None = None, max_packets: int = 1 << 16
+    datagram_bytes: int,
+    *,
+    rcvbuf_bytes: int | None = None,
+    max_packets: int = 1 << 16,
+    segments: int = 1,
 ) -> int:
     """How many datagrams of ``datagram_bytes`` a UDP socket holds unread (K).
 
@@ -236,36 +245,55 @@ def measure_buffer_packets(
         SO_RCVBUF to request (Linux doubles it); the system default when omitted.
     max_packets : int, default 65536
         Most datagrams sent (bounds the measurement).
+    segments : int, default 1
+        Datagrams per send, 1..64.  Above 1 the sender segments (UDP GSO) and the
+        socket coalesces (UDP GRO), as the data mover's do: the kernel then queues each
+        send whole, and charges the buffer once per send rather than once per datagram,
+        so the socket holds more datagrams the larger the sends (on loopback and veth,
+        where nothing splits them on the way).  Returns the datagrams held either way.
 
     Returns
     -------
     int
         Datagrams the socket held (>= 1 on any working host).
+
+    Raises
+    ------
+    OSError
+        ``segments`` > 1 where the kernel refuses UDP GSO or GRO.
     """
     if not 1 <= datagram_bytes <= 65_507:
         raise ValueError(f"datagram_bytes must lie in [1, 65507], got {datagram_bytes}")
+    if not 1 <= segments <= _MAX_SEGMENTS or segments * datagram_bytes > 65_507:
+        raise ValueError(
+            f"segments must lie in [1, {_MAX_SEGMENTS}] with at most 65507 bytes a send, "
+            f"got {segments} of {datagram_bytes}"
+        )
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         if rcvbuf_bytes is not None:
             rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
+        if segments > 1:
+            rx.setsockopt(_SOL_UDP, _UDP_GRO, 1)
+            tx.setsockopt(_SOL_UDP, _UDP_SEGMENT, datagram_bytes)
         rx.bind(("127.0.0.1", 0))
         rx.setblocking(False)
         tx.connect(rx.getsockname())
         granted = rx.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
         # Each datagram costs at least its own bytes: beyond this many none can fit.
-        sends = min(max_packets, 2 * granted // datagram_bytes + 16)
-        datagram = bytes(datagram_bytes)
+        sends = min(max_packets // segments, 2 * granted // (datagram_bytes * segments) + 16)
+        data = bytes(datagram_bytes * segments)
         for _ in range(sends):
-            tx.send(datagram)  # loopback delivers (or drops) synchronously
+            tx.send(data)  # loopback delivers (or drops) synchronously
         held = 0
-        buf = bytearray(datagram_bytes)
+        buf = bytearray(datagram_bytes * segments)
         while True:
             try:
-                rx.recv_into(buf)
+                got = rx.recv_into(buf)
             except BlockingIOError:
                 return held
-            held += 1
+            held += -(-got // datagram_bytes)  # a coalesced read holds several
     finally:
         rx.close()
         tx.close()

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from .calibration import Spread
+from .calibration import _MAX_SEGMENTS, _SOL_UDP, _UDP_GRO, _UDP_SEGMENT, Spread
 
 __all__ = [
     "COMPETITORS_COST",
@@ -561,14 +561,10 @@ def measure_competitors(
     return out
 
 
-#: UDP segmentation offload (linux/udp.h), as ``datamover.segments`` sets it: the
-#: measurement's sender sends as the product's does (host sits below datamover).
-_SOL_UDP, _UDP_SEGMENT = 17, 103
-#: UDP GRO (linux/udp.h), as ``datamover.segments.enable_gro`` sets it on a receiver.
-_UDP_GRO = 104
 #: The product sender's batch spacing (``datamover.sender.BATCH_SPACING_S``) and the most
-#: datagrams one segmented send carries.
-_BATCH_SPACING_S, _MAX_SEGMENTS, _MAX_SEND_BYTES = 50e-6, 64, 65_507
+#: bytes one segmented send carries.  (UDP GSO and GRO: the measurement's sender and
+#: receiver set them as the product's do, host sitting below datamover.)
+_BATCH_SPACING_S, _MAX_SEND_BYTES = 50e-6, 65_507
 
 
 def _batches(sock: socket.socket, ring: list[bytes], rate_pps: float) -> tuple[list[bytes], int]:

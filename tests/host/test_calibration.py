@@ -39,6 +39,23 @@ def test_spread_matches_statistics(xs: list[float]) -> None:
     assert s.min <= s.mean <= s.max or math.isclose(s.min, s.max)
 
 
+def test_a_socket_holds_more_datagrams_the_larger_the_sends() -> None:
+    # A GSO send queued whole on a GRO socket is charged once (one sk_buff and its
+    # overhead) for all its datagrams, so the same SO_RCVBUF holds more datagrams when
+    # they come in larger sends, never beyond the byte budget of socket(7)
+    # (2 * rcvbuf / datagram, plus the one send that crosses it).
+    rcvbuf, size = 262_144, 1_456
+    held = {s: measure_buffer_packets(size, rcvbuf_bytes=rcvbuf, segments=s) for s in (1, 4, 16)}
+    assert held[1] == measure_buffer_packets(size, rcvbuf_bytes=rcvbuf)
+    assert held[1] < held[4] <= held[16]
+    for s, n in held.items():
+        assert n <= 2 * rcvbuf // size + s
+    with pytest.raises(ValueError, match="segments"):
+        measure_buffer_packets(size, segments=65)
+    with pytest.raises(ValueError, match="segments"):
+        measure_buffer_packets(size, segments=64)  # 93,184 bytes: more than a send holds
+
+
 def test_buffer_packets_grow_with_rcvbuf_and_respect_the_byte_budget() -> None:
     # Linux doubles SO_RCVBUF and charges each datagram at least its own bytes, so a
     # socket can never hold more than 2 * rcvbuf / datagram datagrams (socket(7)).

@@ -192,10 +192,15 @@ async function liveAvailable() {
   }
 }
 
+let computing = 0;  // the latest compute; an earlier one's answer is not shown
+
 async function compute(event) {
   if (event) event.preventDefault();
+  const mine = ++computing;
   showError("");
   clearInvalid();
+  // An earlier answer's plots still loading must not appear beside this answer.
+  pointQuery = null;
   $("plots").hidden = true;
   const q = formQuery();
   history.replaceState(null, "", "/?" + q.toString());
@@ -216,8 +221,10 @@ async function compute(event) {
       url = "/bottleneck-rate?" + q;
     }
     const response = await fetch(url, { headers: { Accept: "application/json" } });
+    if (mine !== computing) return;
     if (!response.ok) { showError(await problemText(response)); return; }
     const body = await response.json();
+    if (mine !== computing) return;
     showAnswer(body);
     // The plots and sweeps draw the answer's own model; what-if ranks with the paper's.
     const timeslice = body.inputs.model === "timeslice";
@@ -230,13 +237,16 @@ async function compute(event) {
     $("calibrated-note").hidden = drawable;
     pointQuery = queryFromInputs(body.inputs);
     if (drawable) showPlots(pointQuery);
+    else $("plots").hidden = true;
     $("whatif").hidden = false;
     $("sweep").hidden = !drawable;
   } catch (err) {
     showError("The service could not be reached: " + err);
   } finally {
-    button.disabled = false;
-    button.textContent = "Compute";
+    if (mine === computing) {
+      button.disabled = false;
+      button.textContent = "Compute";
+    }
   }
 }
 
