@@ -1177,8 +1177,11 @@ def report(result: dict[str, Any]) -> None:
         "timeslice-stationary",
         "timeslice-skip-wakeup",
         "timeslice-skip-wakeup-measured",
+        "timeslice-send-size",
         "paper",
     ]
+    # A run whose calibration did not measure the sender's sends has no send-size model.
+    names = [n for n in names if all(n in w["models"] for w in ws)]
     bases = ["line_rate", "half_line", "share_rule"]
     print(
         f"{'K':>5} {'N':>3} {'ms':>4} {'C':>2} {'I':>2} {'onset':>7} {'best':>7} "
@@ -1218,6 +1221,7 @@ def report(result: dict[str, Any]) -> None:
         "rotation_model_loss",
         "constant_slices_model_loss",
         "skip_wakeup_model_loss",
+        "send_size_model_loss",
         "paper_model_loss",
     ):
         gaps[key] = max(
@@ -1226,6 +1230,7 @@ def report(result: dict[str, Any]) -> None:
                 for w in ws
                 if not w["noisy"]
                 for x in loss_scored_rates(w)
+                if x.get(key) is not None
             ),
             default=None,
         )
