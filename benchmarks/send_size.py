@@ -45,10 +45,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from validate_transfer import PAYLOAD, SECRET, receiver_process
+from validate_transfer import PAYLOAD, _one_transfer, receiver_process
 from veth_link import Drops, Link, setns
 
-from datamover import HEADER_BYTES, SendError, send_file
+from datamover import HEADER_BYTES
 from datamover.segments import SOL_UDP, UDP_SEGMENT, enable_gro
 
 #: Sends per fill: a bound on the measurement (the socket fills long before).
@@ -100,43 +100,14 @@ def transfer(
     reports: Any,
     rate_bps: float,
     args: argparse.Namespace,
+    deadline: float,
     drops: Drops,
 ) -> dict[str, Any]:
-    """One transfer at ``rate_bps``, with what the receiver and the kernel saw of it."""
-    load = os.getloadavg()[0]
-    before = drops.read()
-    try:
-        rep = send_file(
-            src,
-            link.address,
-            port,
-            rate_bps=rate_bps,
-            secret=SECRET,
-            name="payload.bin",
-            emulate_delay_s=args.delay,
-            total_timeout_s=60,
-            control_timeout_s=30,
-        )
-    except SendError as exc:
-        time.sleep(1.2)  # let the receiver give up on that transfer
-        return {"ok": False, "error": str(exc), "load1": load}
-    got = reports.recv() if reports.poll(10) else None
-    dropped = drops.since(before)
-    first = rep.rounds[0]
-    row: dict[str, Any] = {
-        "ok": True,
-        "load1": load,
-        "time_s": rep.transfer_s,
-        "rounds": len(rep.rounds),
-        "first_loss": first.loss,
-        "first_lost_datagrams": first.missing_after,
-        "achieved_rate_bps": first.achieved_rate_bps,
-        "socket_drops": dropped["socket"],
-        "backlog_drops": dropped["backlog"],
-        "sent_datagrams": sum(r.packets_sent for r in rep.rounds),
-    }
-    if got is not None:
-        wakeups, datagrams, reads = got
+    """One transfer at ``rate_bps`` as the validation makes it, with what the receiver saw
+    of it: its wake-ups, datagrams and reads."""
+    row = _one_transfer(src, link, port, rate_bps, args, deadline, drops)
+    if row["ok"] and reports.poll(10):
+        wakeups, datagrams, reads = reports.recv()
         row |= {"wakeups": wakeups, "datagrams": datagrams, "reads": reads}
     return row
 
@@ -193,6 +164,8 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=900.0, help="wall-time limit (s)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", default=None)
+    # The validation's transfer settings (validate_transfer.py's defaults).
+    ap.set_defaults(max_rounds=200, transfer_timeout=60.0, max_burst=32)
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rates = [float(x) * 1e6 for x in args.rates.split(",") if x]
@@ -238,7 +211,9 @@ def main() -> None:
                             for _ in range(args.transfers):
                                 if time.monotonic() > deadline:
                                     break
-                                row = transfer(src, link, port, reports, rate, args, drops)
+                                row = transfer(
+                                    src, link, port, reports, rate, args, deadline, drops
+                                )
                                 block[rate].append(row)
                         blocks.append(block)
                         print(f"block {b} done at {time.monotonic() - started:.0f} s", flush=True)

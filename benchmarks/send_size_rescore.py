@@ -36,10 +36,9 @@ from validate_transfer import (
     SETTLE_S,
     SendSizes,
     measure_buffer_packets,
-    predictions,
 )
 
-from host import HostProfile
+from host import HostProfile, Workload
 from transport.timeslice import time_slice_costs
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
@@ -58,13 +57,15 @@ def seconds_per_send(send_size_runs: list[dict[str, Any]]) -> float:
     return statistics.median(per_rate)
 
 
-def rescore(run: dict[str, Any], t_send: float, fills: dict[int, int]) -> dict[str, Any]:
-    """``run`` with ``timeslice-send-size`` added to every workload's models."""
+def rescore(
+    run: dict[str, Any], t_send: float, fills: dict[int, int], default_table: dict[int, int]
+) -> dict[str, Any]:
+    """``run`` with ``timeslice-send-size`` added to every workload's models; ``fills`` and
+    ``default_table`` are the socket's datagrams at each send size for SO_RCVBUF 2,000,000
+    and for the system default."""
     cal = run["calibration"]
     net = cal["net"]
     base = HostProfile(**cal["profile"])
-    datagram = HEADER_BYTES + PAYLOAD
-    default_table = {s: measure_buffer_packets(datagram, segments=s) for s in SEND_SIZES}
     for w in run["workloads"]:
         k, n, delay = w["buffer_packets"], w["batch_packets"], w["delay_s"]
         if w["rcvbuf_bytes"] is None:
@@ -90,16 +91,13 @@ def rescore(run: dict[str, Any], t_send: float, fills: dict[int, int]) -> dict[s
             net["per_datagram_s"],
             run["config"]["max_burst_packets"],
         )
-        models = predictions(
-            w["cpu_tasks"],
-            w["io_tasks"],
+        w["models"]["timeslice-send-size"] = sends.best_rate(
+            Workload(cpu_tasks=w["cpu_tasks"], io_tasks=w["io_tasks"], cores=1),
             profile,
             run["config"]["file_size_bytes"],
             delay + net["round_trip_s"] / 2.0,
             costs,
-            sends=sends,
         )
-        w["models"]["timeslice-send-size"] = models["timeslice-send-size"]
     return run
 
 
@@ -119,11 +117,13 @@ def main() -> None:
     send_size_runs = [json.loads(Path(p).read_text()) for p in args.send_size]
     t_send = seconds_per_send(send_size_runs)
     fills = {f["segments"]: f["datagrams"] for f in send_size_runs[0]["fill"]}
+    datagram = HEADER_BYTES + PAYLOAD
+    default_table = {s: measure_buffer_packets(datagram, segments=s) for s in SEND_SIZES}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(f"# the sender's time per call: {t_send * 1e6:.1f} us")
     for path in args.runs:
-        run = rescore(json.loads(Path(path).read_text()), t_send, fills)
+        run = rescore(json.loads(Path(path).read_text()), t_send, fills, default_table)
         target = out / Path(path).name
         target.write_text(json.dumps(run) + "\n")
         rates = [

@@ -591,6 +591,7 @@ def _one_transfer(
         "time_s": rep.transfer_s,
         "rounds": len(rep.rounds),
         "first_loss": rep.rounds[0].loss,
+        "first_lost_datagrams": rep.rounds[0].missing_after,
         "achieved_rate_bps": rep.rounds[0].achieved_rate_bps,
         "load1": load,
         "runnable": runnable,
@@ -697,6 +698,21 @@ class SendSizes:
             **costs,
         ).curve
 
+    def best_rate(
+        self,
+        w: Workload,
+        profile: HostProfile,
+        size: int,
+        t_prop: float,
+        costs: dict[str, Any],
+    ) -> dict[str, float]:
+        """Of :data:`SEND_SIZE_GRID` rates up to the line, each solved with its own K and N,
+        the one whose transfer time is least: ``{"rate_bps", "model_time_s"}``."""
+        grid = profile.line_rate_bps * np.arange(1, SEND_SIZE_GRID + 1) / SEND_SIZE_GRID
+        times = [self.curve(w, profile, size, t_prop, costs, r).transfer_time_s[0] for r in grid]
+        k = int(np.argmin(times))
+        return {"rate_bps": float(grid[k]), "model_time_s": float(times[k])}
+
 
 def predictions(
     cpu_tasks: int,
@@ -784,17 +800,8 @@ def predictions(
     }
     if sends is not None:
         # The datagrams reach the socket whole in the sender's sends, which grow with the
-        # rate: at each rate of a grid, the buffer and a backlogged wake-up's intake at
-        # that rate's send size (benchmarks/send_size.py).
-        grid = profile.line_rate_bps * np.arange(1, SEND_SIZE_GRID + 1) / SEND_SIZE_GRID
-        times = [
-            sends.curve(w, profile, size, t_prop, costs, rate).transfer_time_s[0] for rate in grid
-        ]
-        k = int(np.argmin(times))
-        out["timeslice-send-size"] = {
-            "rate_bps": float(grid[k]),
-            "model_time_s": float(times[k]),
-        }
+        # rate (benchmarks/send_size.py).
+        out["timeslice-send-size"] = sends.best_rate(w, profile, size, t_prop, costs)
     paper = workload_bottleneck_rate(w, profile, file_size_bytes=size, propagation_delay_s=t_prop)
     out["paper"] = {
         "rate_bps": paper.bottleneck.rate_bps,
