@@ -1,4 +1,5 @@
-"""What ``timeslice-send-size`` would have advised in validation runs made before it existed.
+"""What the time-slice model with send sizes would have advised in validation runs made
+before the runs measured the sender's sends.
 
 Run from the repository root::
 
@@ -12,8 +13,10 @@ results (``--send-size``, default the committed ones of 2026-11-29): the time pe
 is the median over its paced rates below the line of datagrams per read x datagram bits
 / rate, and the socket's datagrams at each send size are its fills scaled to each run's
 K (the fills were made at SO_RCVBUF 2,000,000; the system default's table is measured
-here).  The variant's rate is then chosen exactly as ``validate_transfer.py`` chooses it
-(:class:`validate_transfer.SendSizes`), and ``validation_pool.py`` times it by
+here).  The rate is the best of 40 rates evenly up to the line, each solved with its own
+K and N (:class:`transport.SendSizes`; the lab chose it so when this was first scored;
+the product's search, 32 rates and a refinement, lands within a grid cell of it), stored
+as ``timeslice-send-size``, and ``validation_pool.py`` times it by
 interpolating each pass's measured times between the neighbouring measured rates.  The
 mechanism was looked for because of these runs' misses, so only fresh runs can score it.
 """
@@ -29,19 +32,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from validate_transfer import (
-    HEADER_BYTES,
-    PAYLOAD,
-    SEND_SIZES,
-    SETTLE_S,
-    SendSizes,
-    measure_buffer_packets,
-)
+import numpy as np
+from validate_transfer import HEADER_BYTES, PAYLOAD, SETTLE_S
 
 from host import HostProfile, Workload
+from host.calibration import measure_buffer_by_send
+from transport import SendSizes, time_slice_bottleneck_rate
 from transport.timeslice import time_slice_costs
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+#: Rates, evenly up to the line, of which the best is taken.
+GRID = 40
 
 
 def seconds_per_send(send_size_runs: list[dict[str, Any]]) -> float:
@@ -84,20 +85,21 @@ def rescore(
             "settle_s": SETTLE_S,
             "wakeup_s": time_slice_costs({"wakeup_s": net["per_wakeup_s"]}, profile).wakeup_s,
         }
-        sends = SendSizes(
-            t_send,
-            table,
-            net["per_wakeup_s"],
-            net["per_datagram_s"],
-            run["config"]["max_burst_packets"],
-        )
-        w["models"]["timeslice-send-size"] = sends.best_rate(
+        sends = SendSizes(t_send, tuple(sorted(table.items())), run["config"]["max_burst_packets"])
+        grid = profile.line_rate_bps * np.arange(1, GRID + 1) / GRID
+        best = time_slice_bottleneck_rate(
             Workload(cpu_tasks=w["cpu_tasks"], io_tasks=w["io_tasks"], cores=1),
             profile,
-            run["config"]["file_size_bytes"],
-            delay + net["round_trip_s"] / 2.0,
-            costs,
+            file_size_bytes=run["config"]["file_size_bytes"],
+            propagation_delay_s=delay + net["round_trip_s"] / 2.0,
+            rates_bps=grid,
+            send_sizes=sends,
+            **costs,
         )
+        w["models"]["timeslice-send-size"] = {
+            "rate_bps": best.rate_bps,
+            "model_time_s": best.transfer_time_s,
+        }
     return run
 
 
@@ -118,7 +120,7 @@ def main() -> None:
     t_send = seconds_per_send(send_size_runs)
     fills = {f["segments"]: f["datagrams"] for f in send_size_runs[0]["fill"]}
     datagram = HEADER_BYTES + PAYLOAD
-    default_table = {s: measure_buffer_packets(datagram, segments=s) for s in SEND_SIZES}
+    default_table = measure_buffer_by_send(datagram)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(f"# the sender's time per call: {t_send * 1e6:.1f} us")

@@ -53,10 +53,10 @@ Models scored (each gives a predicted rate; ablations show what each mechanism b
   scored the default against ``timeslice-read-cost``, which is today's default);
 * ``timeslice-skip-wakeup-measured`` -- the same with the share measured beside C busy
   loops, solved for c under that receiver's cost (``effective_competitors``);
-* ``timeslice-send-size`` -- the default with K and N taken at each rate's send size:
-  the datagrams reach the socket whole in the sender's sends, which grow with the rate,
-  so the socket holds more of them and a backlogged wake-up takes more
-  (:class:`SendSizes`; ``benchmarks/send_size.py``);
+* ``timeslice-single-sends`` -- the default as it was until the send sizes: every
+  datagram reaching the socket on its own, K and N as for single datagrams, where the
+  default takes each rate's K and N at the sender's send size
+  (:class:`transport.SendSizes`; ``benchmarks/send_size.py``);
 * ``paper`` -- the paper's model (:func:`transport.workload_bottleneck_rate`).
 
 Baselines: the line rate, half the line rate, and the share rule
@@ -110,13 +110,14 @@ from datamover.wire import DEFAULT_PAYLOAD_BYTES
 from host import HostProfile, Workload
 from host.calibration import (
     IdleSpinner,
+    measure_buffer_by_send,
     measure_buffer_packets,
     measure_io_service,
     measure_time_slice,
     run_io_task,
     write_line_file,
 )
-from transport import transfer_time, workload_bottleneck_rate
+from transport import SendSizes, transfer_time, workload_bottleneck_rate
 from transport.timeslice import (
     competitors_per_core,
     time_slice_bottleneck_rate,
@@ -352,7 +353,7 @@ def calibrate_link(
       non-negative least squares, and mu_net = 1 / (a + N b): wake-ups of a full batch
       of N per second of the receiver's CPU, what the model's wake-up rate means;
     * the sender's time per paced call, from the datagrams per read of the paced
-      transfers (:class:`SendSizes`).
+      transfers (:class:`transport.SendSizes`).
     """
     from scipy.optimize import nnls
 
@@ -418,7 +419,7 @@ def calibrate_link(
         "capacity_pps": 1.0 / (a / args.batch + b + k),
         "round_trip_s": rtt,
         # The sender's time per paced call (s), the median over the paced transfers
-        # below the line (SendSizes): its sends carry rate * this / datagram bits.
+        # below the line (transport.SendSizes): its sends carry rate * this / datagram bits.
         "seconds_per_send": statistics.median(sends) if sends else None,
     }
 
@@ -611,109 +612,6 @@ def _bootstrap_ratio(
     return [float(lo), float(hi)]
 
 
-#: Rates (evenly spaced up to the line) at which ``timeslice-send-size`` is solved, and
-#: the send sizes (datagrams) at which each workload's socket is filled.
-SEND_SIZE_GRID = 40
-SEND_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
-
-
-class SendSizes:
-    """How the datagrams reach the receiver's socket over this link: in the sender's sends.
-
-    The product's sender sends one UDP GSO buffer per paced call, every datagram already
-    due, and its receiver has UDP GRO on; on veth (and loopback) nothing splits a send on
-    the way, so the socket queues it whole and the receiver reads it whole.  The sends
-    grow with the rate (the sender's calls take about the same time whatever the rate),
-    and with them the datagrams the socket holds (it charges a send once) and those a
-    backlogged wake-up takes (it reads until it has N, finishing the send it is in:
-    about N + (s - 1) / 2 with sends of s).  At the line the ``tbf`` splits the sender's
-    catch-up bursts into datagrams (it does not pass a send above its 32 KB burst), so
-    sends there are single datagrams (``benchmarks/send_size.py``: 1.0-1.3 at the line,
-    4.4-7.3 at 500-875 Mbit/s).
-
-    Parameters
-    ----------
-    seconds_per_send : float
-        The sender's time per paced call (s), from the calibration's paced transfers:
-        a send at rate R carries ``R * seconds_per_send / (8 * payload)`` datagrams, at
-        least 1, at most ``max_burst``.
-    buffer_by_send : dict of int to int
-        Datagrams the receiver's socket holds at each send size (``measure_buffer_packets``
-        with ``segments``), for this workload's SO_RCVBUF.
-    per_wakeup_s, per_datagram_s : float
-        The receiver's cost per wake-up and per datagram (s), from the same calibration.
-    max_burst : int
-        The sender's catch-up burst (datagrams).
-    """
-
-    def __init__(
-        self,
-        seconds_per_send: float,
-        buffer_by_send: dict[int, int],
-        per_wakeup_s: float,
-        per_datagram_s: float,
-        max_burst: int,
-    ) -> None:
-        self.seconds_per_send = seconds_per_send
-        self.sizes = np.array(sorted(buffer_by_send), dtype=float)
-        self.held = np.array([buffer_by_send[k] for k in sorted(buffer_by_send)], dtype=float)
-        self.per_wakeup_s = per_wakeup_s
-        self.per_datagram_s = per_datagram_s
-        self.max_burst = max_burst
-
-    def send_size(self, rate_bps: float, line_rate_bps: float) -> float:
-        """Mean datagrams per send reaching the socket at ``rate_bps``."""
-        if rate_bps >= 0.999 * line_rate_bps:
-            return 1.0
-        s = rate_bps * self.seconds_per_send / (8.0 * PAYLOAD)
-        return float(min(max(s, 1.0), self.max_burst))
-
-    def profile_at(self, profile: HostProfile, rate_bps: float) -> HostProfile:
-        """The receiver as the model sees it at ``rate_bps``: K and N at its send size."""
-        s = self.send_size(rate_bps, profile.line_rate_bps)
-        k = round(float(np.interp(s, self.sizes, self.held)))
-        n = max(1, min(round(profile.coalesce_packets + (s - 1.0) / 2.0), k))
-        return profile.replace(
-            buffer_packets=k,
-            coalesce_packets=n,
-            mu_net=1.0 / (self.per_wakeup_s + n * self.per_datagram_s),
-        )
-
-    def curve(
-        self,
-        w: Workload,
-        profile: HostProfile,
-        size: int,
-        t_prop: float,
-        costs: dict[str, Any],
-        rate_bps: float,
-    ) -> Any:
-        """The default model's curve at one rate, with that rate's K and N."""
-        return time_slice_bottleneck_rate(
-            w,
-            self.profile_at(profile, rate_bps),
-            file_size_bytes=size,
-            propagation_delay_s=t_prop,
-            rates_bps=np.array([rate_bps]),
-            **costs,
-        ).curve
-
-    def best_rate(
-        self,
-        w: Workload,
-        profile: HostProfile,
-        size: int,
-        t_prop: float,
-        costs: dict[str, Any],
-    ) -> dict[str, float]:
-        """Of :data:`SEND_SIZE_GRID` rates up to the line, each solved with its own K and N,
-        the one whose transfer time is least: ``{"rate_bps", "model_time_s"}``."""
-        grid = profile.line_rate_bps * np.arange(1, SEND_SIZE_GRID + 1) / SEND_SIZE_GRID
-        times = [self.curve(w, profile, size, t_prop, costs, r).transfer_time_s[0] for r in grid]
-        k = int(np.argmin(times))
-        return {"rate_bps": float(grid[k]), "model_time_s": float(times[k])}
-
-
 def predictions(
     cpu_tasks: int,
     io_tasks: int,
@@ -723,14 +621,15 @@ def predictions(
     costs: dict[str, Any],
     measured_share: tuple[float, ...] = (),
     read_cost_share: tuple[float, ...] = (),
-    sends: SendSizes | None = None,
+    ablations: bool = True,
 ) -> dict[str, dict[str, Any]]:
-    """Every model's predicted rate for one workload (the ablations included).
-
-    ``sends`` (the link's calibration, :class:`SendSizes`) adds ``timeslice-send-size``.
+    """Every model's predicted rate for one workload.
 
     ``measured_share`` and ``read_cost_share`` are :func:`calibrate_contention`'s
-    ``effective_competitors`` and ``effective_competitors_read_cost``.
+    ``effective_competitors`` and ``effective_competitors_read_cost``.  Without
+    ``ablations``: the default, its measured-share and single-sends forms and the paper's
+    model only (with send sizes an ablation costs up to 25 s a busy workload, taken from
+    the run's budget).
 
     ``costs`` are the time-slice model's calibrated keywords: ``time_slice_s``,
     ``kernel_s_per_datagram``, ``settle_s`` and ``wakeup_s``.
@@ -753,6 +652,20 @@ def predictions(
         "rate_bps": measured.rate_bps,
         "model_time_s": measured.transfer_time_s,
     }
+    if costs.get("send_sizes") is not None:
+        # Every datagram on its own, as the default took them before the send sizes.
+        single = timeslice(send_sizes=None)
+        out["timeslice-single-sends"] = {
+            "rate_bps": single.rate_bps,
+            "model_time_s": single.transfer_time_s,
+        }
+    paper = workload_bottleneck_rate(w, profile, file_size_bytes=size, propagation_delay_s=t_prop)
+    out["paper"] = {
+        "rate_bps": paper.bottleneck.rate_bps,
+        "model_time_s": paper.bottleneck.transfer_time_s,
+    }
+    if not ablations:
+        return out
     # Nearly constant slices, as the kernel's are (benchmarks/slice_trace.py): 12 Erlang
     # stages, a coefficient of variation of 0.29 where the default's 3 give 0.58.
     tight = timeslice(slice_stages=TIGHT_STAGES)
@@ -797,15 +710,6 @@ def predictions(
     out["timeslice-skip-wakeup-measured"] = {
         "rate_bps": both.rate_bps,
         "model_time_s": both.transfer_time_s,
-    }
-    if sends is not None:
-        # The datagrams reach the socket whole in the sender's sends, which grow with the
-        # rate (benchmarks/send_size.py).
-        out["timeslice-send-size"] = sends.best_rate(w, profile, size, t_prop, costs)
-    paper = workload_bottleneck_rate(w, profile, file_size_bytes=size, propagation_delay_s=t_prop)
-    out["paper"] = {
-        "rate_bps": paper.bottleneck.rate_bps,
-        "model_time_s": paper.bottleneck.transfer_time_s,
     }
     return out
 
@@ -861,12 +765,19 @@ def run_workload(
     t_prop: float,
     budget_deadline: float,
     drops: Drops,
-    sends: SendSizes | None = None,
 ) -> dict[str, Any]:
     size = src.stat().st_size
     line = profile.line_rate_bps
     models = predictions(
-        cpu_tasks, io_tasks, profile, size, t_prop, costs, measured_share, read_cost_share, sends
+        cpu_tasks,
+        io_tasks,
+        profile,
+        size,
+        t_prop,
+        costs,
+        measured_share,
+        read_cost_share,
+        ablations=args.ablations,
     )
     predicted = models["timeslice"]["rate_bps"]
     # The share rule with the core's whole capacity at full batches (mu_net * N when the
@@ -907,12 +818,28 @@ def run_workload(
                     )
     finally:
         os.sched_setaffinity(0, old)
-    load_during = statistics.fmean(s["load1"] for v in samples.values() for s in v)
-    runnable = statistics.fmean(s["runnable"] for v in samples.values() for s in v)
+    taken = [s for v in samples.values() for s in v]
+    if not taken:  # the budget ran out before this workload's first transfer
+        raise RuntimeError(
+            f"no transfer at C={cpu_tasks}, I={io_tasks}: the budget ran out (a larger --budget)"
+        )
+    load_during = statistics.fmean(s["load1"] for s in taken)
+    runnable = statistics.fmean(s["runnable"] for s in taken)
 
     # The models at every measured rate: the default model's first-round loss and time.
-    ts_curve, measured_curve, rotation_curve, tight_curve, skip_curve = (
-        time_slice_bottleneck_rate(
+    variants: dict[str, dict[str, Any]] = {
+        "model": {},
+        "measured_share_model": {"effective_competitors": read_cost_share},
+        "single_sends_model": {"send_sizes": None},
+    }
+    if args.ablations:
+        variants |= {
+            "rotation_model": {"scheduler": "rotation"},
+            "constant_slices_model": {"slice_stages": TIGHT_STAGES},
+            "skip_wakeup_model": {"sleep_s": costs["wakeup_s"]},
+        }
+    curves = {
+        name: time_slice_bottleneck_rate(
             Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
             profile,
             file_size_bytes=size,
@@ -920,35 +847,16 @@ def run_workload(
             rates_bps=np.array(rates, dtype=float),
             **{**costs, **changes},
         ).curve
-        for changes in (
-            {},
-            {"effective_competitors": read_cost_share},
-            {"scheduler": "rotation"},
-            {"slice_stages": TIGHT_STAGES},
-            {"sleep_s": costs["wakeup_s"]},
-        )
-    )
+        for name, changes in variants.items()
+        if name != "single_sends_model" or costs.get("send_sizes") is not None
+    }
+    ts_curve = curves["model"]
     paper = workload_bottleneck_rate(
         Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
         profile,
         file_size_bytes=size,
         propagation_delay_s=t_prop,
     )
-    send_size_loss = [
-        None
-        if sends is None
-        else float(
-            sends.curve(
-                Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1),
-                profile,
-                size,
-                t_prop,
-                costs,
-                rate,
-            ).first_round_loss[0]
-        )
-        for rate in rates
-    ]
     lam = np.array(rates, dtype=float) / (8.0 * PAYLOAD)
     paper_loss = queues.loss_probability(
         lam, paper.service.rate_per_s, profile.buffer_packets, profile.coalesce_packets
@@ -972,14 +880,22 @@ def run_workload(
                 "backlog_drops": _spread([float(s["backlog_drops"]) for s in ok]),
                 "achieved_rate_bps": _spread([s["achieved_rate_bps"] for s in ok]),
                 "load1": _spread([s["load1"] for s in samples[rate]]),
-                "model_loss": float(ts_curve.first_round_loss[i]),
                 "model_time_s": float(ts_curve.transfer_time_s[i]),
-                "measured_share_model_loss": float(measured_curve.first_round_loss[i]),
-                "rotation_model_loss": float(rotation_curve.first_round_loss[i]),
-                "constant_slices_model_loss": float(tight_curve.first_round_loss[i]),
-                "skip_wakeup_model_loss": float(skip_curve.first_round_loss[i]),
+                # Each variant's first-round loss (None where not solved).
+                **{
+                    f"{name}_loss": (
+                        float(curves[name].first_round_loss[i]) if name in curves else None
+                    )
+                    for name in (
+                        "model",
+                        "measured_share_model",
+                        "rotation_model",
+                        "constant_slices_model",
+                        "skip_wakeup_model",
+                        "single_sends_model",
+                    )
+                },
                 "paper_model_loss": float(paper_loss[i]),
-                "send_size_model_loss": send_size_loss[i],
             }
         )
     by_rate = {round(r["rate_bps"]): r for r in per_rate}
@@ -1184,10 +1100,11 @@ def report(result: dict[str, Any]) -> None:
         "timeslice-stationary",
         "timeslice-skip-wakeup",
         "timeslice-skip-wakeup-measured",
-        "timeslice-send-size",
+        "timeslice-single-sends",
         "paper",
     ]
-    # A run whose calibration did not measure the sender's sends has no send-size model.
+    # A run whose calibration did not measure the sender's sends has no single-sends
+    # ablation (its default is that model).
     names = [n for n in names if all(n in w["models"] for w in ws)]
     bases = ["line_rate", "half_line", "share_rule"]
     print(
@@ -1228,7 +1145,7 @@ def report(result: dict[str, Any]) -> None:
         "rotation_model_loss",
         "constant_slices_model_loss",
         "skip_wakeup_model_loss",
-        "send_size_model_loss",
+        "single_sends_model_loss",
         "paper_model_loss",
     ):
         gaps[key] = max(
@@ -1294,6 +1211,13 @@ def main() -> None:
     ap.add_argument("--max-rounds", type=int, default=200)
     ap.add_argument("--transfer-timeout", type=float, default=30.0)
     ap.add_argument("--max-burst", type=int, default=32, help="sender's catch-up burst (packets)")
+    ap.add_argument(
+        "--ablations",
+        action="store_true",
+        help="also solve and score the ablations (constant slices, rotation, no slices, "
+        "stationary, skip-wakeup): up to 25 s a busy workload with send sizes, taken from "
+        "the budget",
+    )
     ap.add_argument(
         "--nice", type=int, default=-10, help="autogroup nice of this benchmark's session"
     )
@@ -1437,16 +1361,18 @@ def main() -> None:
                     args.rcvbuf, args.batch, args.delay = rcvbuf, batch, delay
                     k = measure_buffer_packets(datagram, rcvbuf_bytes=rcvbuf)
                     buffer_by_send = {
-                        s: measure_buffer_packets(datagram, rcvbuf_bytes=rcvbuf, segments=s)
-                        for s in SEND_SIZES
+                        **measure_buffer_by_send(datagram, rcvbuf_bytes=rcvbuf),
+                        1: k,
                     }
+                    # The default model's send sizes (transport.SendSizes): this link's
+                    # sender time per call and this socket's fills.
                     sends = (
                         SendSizes(
                             net["seconds_per_send"],
-                            buffer_by_send,
-                            net["per_wakeup_s"],
-                            net["per_datagram_s"],
-                            args.max_burst,
+                            tuple(sorted(buffer_by_send.items())),
+                            max_send=args.max_burst,
+                            # From here up the sender is behind and its bursts are split.
+                            sender_max_bps=net["sender_max_rate_bps"]["mean"],
                         )
                         if net.get("seconds_per_send")
                         else None
@@ -1479,6 +1405,7 @@ def main() -> None:
                                 "wakeup_s": time_slice_costs(
                                     {"wakeup_s": net["per_wakeup_s"]}, profile
                                 ).wakeup_s,
+                                "send_sizes": None if sends is None else sends.to_dict(),
                             },
                             measured_share=tuple(contention),
                             read_cost_share=tuple(
@@ -1494,7 +1421,6 @@ def main() -> None:
                             t_prop=t_prop,
                             budget_deadline=budget_deadline,
                             drops=drops,
-                            sends=sends,
                         )
                         w.update(
                             buffer_packets=k,

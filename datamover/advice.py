@@ -19,7 +19,7 @@ import contextlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Hashable
+from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -259,6 +259,12 @@ class ReceiverAdvisor:
     buffer_packets : int or None
         K, datagrams the receiver's socket holds (measured from its SO_RCVBUF); None
         keeps the profile's.
+    buffer_by_send : mapping of int to int, optional
+        The same socket filled in sends of each size (datagrams per send to datagrams
+        held, :func:`host.calibration.measure_buffer_by_send`): with the sender's time
+        per call that a calibration stored, the model gives each rate the K and N of its
+        send size (:class:`transport.SendSizes`).  None: the stored table, where it is
+        of a socket of this K.
     batch_packets : int
         N, datagrams the receiver drains per wake-up.
     cpus : collection of int
@@ -288,6 +294,7 @@ class ReceiverAdvisor:
         buffer_packets: int | None,
         batch_packets: int,
         cpus: Collection[int],
+        buffer_by_send: Mapping[int, int] | None = None,
         workload: Callable[[Collection[int]], Workload],
         settle_s: float = DEFAULT_SETTLE_S,
         profiles: Callable[[str], tuple[HostProfile, dict[str, Any] | None]] | None = None,
@@ -297,6 +304,7 @@ class ReceiverAdvisor:
     ) -> None:
         self.own = own
         self.buffer_packets = buffer_packets
+        self.buffer_by_send = None if buffer_by_send is None else dict(buffer_by_send)
         self.batch_packets = batch_packets
         self.cpus = frozenset(cpus)
         self.workload = workload
@@ -331,7 +339,8 @@ class ReceiverAdvisor:
         return _Inputs(
             profile=profile,
             provenance=provenance,
-            costs=transport.time_slice_costs(provenance, profile),
+            # Of the socket this receiver reads (its K may not be the profile's).
+            costs=transport.time_slice_costs(provenance, host, buffer_by_send=self.buffer_by_send),
             host=host,
             workload=self.workload(self.cpus) if workload is None else workload,
         )
@@ -345,10 +354,13 @@ class ReceiverAdvisor:
                 f"paper's model (at most {MAX_PAPER_BUFFER_PACKETS}); use a smaller --rcvbuf",
             )
 
-    def _check_work(self, host: HostProfile) -> None:
+    def _check_work(self, host: HostProfile, costs: transport.TimeSliceCosts) -> None:
         # The time-slice chain costs about K * (N * phases)^2 per rate: refuse what would
-        # keep this receiver (which serves one sender at a time) busy for seconds.
+        # keep this receiver (which serves one sender at a time) busy for seconds.  With
+        # send sizes, the largest rate's K and N.
         k, n_batch = host.buffer_packets, host.coalesce_packets
+        if costs.send_sizes is not None:
+            k, n_batch = costs.send_sizes.largest(host)
         if time_slice_work(k, n_batch) > MAX_ADVICE_WORK:
             raise AdviceError(
                 "buffer_packets",
@@ -422,7 +434,7 @@ class ReceiverAdvisor:
                 while len(self._paper_ready) > self.max_solved:
                     self._paper_ready.popitem(last=False)
             did = True
-        self._check_work(inputs.host)
+        self._check_work(inputs.host, inputs.costs)
         solved = self._lookup(key)
         if solved is None:
             # In pieces of a few chains, so that a blast that starts meanwhile waits for
@@ -532,7 +544,7 @@ class ReceiverAdvisor:
             rate, loss, t = self._paper(inputs, size, delay)
             state = {"ready": inputs.key() in self._paper_ready, "refined": True}
         else:
-            self._check_work(inputs.host)
+            self._check_work(inputs.host, inputs.costs)
             ts, state = self._time_slice(inputs, size, delay)
             rate, loss, t = ts.rate_bps, ts.first_round_loss, ts.transfer_time_s
         extra: dict[str, Any] = {

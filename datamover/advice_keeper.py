@@ -45,6 +45,7 @@ from host.probe import HostProbe, probe_host
 from .advice import AdviceError, ReceiverAdvisor
 from .deferred_advice import lower_priority
 from .receive_path import calibration_receive_path
+from .send_calibration import measure_send_sizes
 
 __all__ = ["AdviceKeeper", "quick_calibration"]
 
@@ -67,6 +68,7 @@ def quick_calibration(
     sender_cpu: int | None = None,
     directory: str | None = None,
     between: Callable[[], None] | None = None,
+    rcvbuf_bytes: int | None = None,
 ) -> tuple[HostProfile, dict[str, Any]]:
     """This host's profile in a few seconds: what a receiver measures at its first start.
 
@@ -77,7 +79,10 @@ def quick_calibration(
     0.5 s, and, where a veth link can be made (root), the kernel's cost per datagram k
     from two runs of 0.5 s, the receive path's cost per wake-up and per datagram from
     two passes over four paced runs of 0.25 s (then mu_net is ``1 / (a + N b)``), and
-    c_1..c_3 from one run of 0.3 s each (:func:`host.kernel_path.measure_kernel_share`).
+    c_1..c_3 from one run of 0.3 s each (:func:`host.kernel_path.measure_kernel_share`),
+    and the sender's time per call from three paced transfers over loopback beside the
+    socket filled at each send size
+    (:func:`datamover.send_calibration.measure_send_sizes`).
     Coefficients of variation come out several times those of a full calibration; the
     provenance says ``"kind": "quick"``.
 
@@ -96,6 +101,8 @@ def quick_calibration(
         Where the I/O task's file goes (default: the temporary directory).
     between : callable, optional
         Called between the measurements (a receiver waits there while it receives).
+    rcvbuf_bytes : int, optional
+        The receiver's SO_RCVBUF (None: the system default), whose socket K counts.
 
     Returns
     -------
@@ -137,6 +144,21 @@ def quick_calibration(
     )
     if between is not None:
         between()
+    try:
+        sends: dict[str, Any] = {
+            "send_sizes": measure_send_sizes(
+                payload_bytes=payload_bytes,
+                buffer_packets=buffer_packets,
+                rate_bps=net.sender_rate_bps.mean,
+                rcvbuf_bytes=rcvbuf_bytes,
+                receiver_cpu=net.cpus[0],
+                sender_cpu=net.cpus[1],
+            )
+        }
+    except (OSError, RuntimeError) as exc:
+        sends = {"send_sizes_note": f"not measured: {exc}"[:300]}
+    if between is not None:
+        between()
     io = measure_io_service(
         directory=directory, file_bytes=16 * 2**20, runs=2, reads=100, cpu=receiver_cpu
     )
@@ -161,6 +183,7 @@ def quick_calibration(
         kind="quick",
         line_rate_source="measured sender",
         **kernel.provenance(),
+        **sends,
     )
     return profile, provenance
 

@@ -59,12 +59,14 @@ from typing import Any
 from .profiles import HostProfile
 
 __all__ = [
+    "SEND_SIZES",
     "IdleSpinner",
     "IoCalibration",
     "NetCalibration",
     "Spread",
     "calibrated_profile",
     "calibration_provenance",
+    "measure_buffer_by_send",
     "measure_buffer_packets",
     "measure_io_service",
     "measure_net_service",
@@ -297,6 +299,43 @@ def measure_buffer_packets(
     finally:
         rx.close()
         tx.close()
+
+
+#: Send sizes (datagrams) at which a calibration fills the socket: up to the data mover's
+#: largest send (``datamover.MAX_BURST_PACKETS``, 32), closer together where K changes
+#: fastest.
+SEND_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+
+
+def measure_buffer_by_send(
+    datagram_bytes: int,
+    *,
+    rcvbuf_bytes: int | None = None,
+    sizes: tuple[int, ...] = SEND_SIZES,
+) -> dict[int, int]:
+    """The datagrams a UDP socket holds when they arrive in sends of each of ``sizes``.
+
+    :func:`measure_buffer_packets` at each size (``segments``): the table
+    :class:`transport.SendSizes` takes as ``buffer_by_send``.
+
+    Parameters
+    ----------
+    datagram_bytes : int
+        UDP payload per datagram (bytes).
+    rcvbuf_bytes : int, optional
+        SO_RCVBUF to request; the system default when omitted.
+    sizes : tuple of int
+        Datagrams per send, ascending.
+
+    Returns
+    -------
+    dict of int to int
+        Send size to datagrams held.
+    """
+    return {
+        s: measure_buffer_packets(datagram_bytes, rcvbuf_bytes=rcvbuf_bytes, segments=s)
+        for s in sizes
+    }
 
 
 def _blast(

@@ -37,6 +37,9 @@ uses to advise a sender's ``--rate auto``::
     )
     r.rate_bps, r.first_round_loss, r.loss_onset_bps, r.curve
 
+With a calibration's ``send_sizes`` (:class:`transport.SendSizes`), each rate is solved
+with the socket's K and the wake-up's N at the sender's send size at that rate.
+
 Its costly half (a scheduler chain per rate) does not depend on the file or the delay:
 ``time_slice_terms`` solves it ahead of time and ``TimeSliceTerms.play`` answers any
 transfer from it in about a millisecond.
@@ -84,6 +87,7 @@ if TYPE_CHECKING:
         transfer_time,
         transfer_time_terms,
     )
+    from .send_sizes import MAX_SEND_DATAGRAMS, SendSizes
     from .timeslice import (
         TimeSliceCosts,
         TimeSliceCurve,
@@ -106,6 +110,7 @@ __all__ = [
     "DEFAULT_SETTLE_S",
     "DEFAULT_TIME_SLICE_S",
     "MAX_CURVE_POINTS",
+    "MAX_SEND_DATAGRAMS",
     "MAX_TIME_SLICE_CURVE_WORK",
     "MAX_TIME_SLICE_WORK",
     "RECEIVER_MODELS",
@@ -117,6 +122,7 @@ __all__ = [
     "PaperRate",
     "PipelineResult",
     "ReceiverModelName",
+    "SendSizes",
     "TimeSliceCosts",
     "TimeSliceCurve",
     "TimeSliceResult",
@@ -178,6 +184,8 @@ _LAZY: dict[str, str] = {
     "DEFAULT_TIME_SLICE_S": "models",
     "MAX_TIME_SLICE_CURVE_WORK": "models",
     "MAX_TIME_SLICE_WORK": "models",
+    "MAX_SEND_DATAGRAMS": "send_sizes",
+    "SendSizes": "send_sizes",
     "TimeSliceCosts": "timeslice",
     "TimeSliceCurve": "timeslice",
     "TimeSliceResult": "timeslice",

@@ -25,6 +25,13 @@ measurements apply it (``docs/validation.md``):
   of the box and 1.075 [1.041, 1.111] calibrated.  The paper's model predicts almost no
   loss into the 2 MB buffer, where the first blast lost up to 51 %.
 
+Within the time-slice model, the same rule chose the sender's send sizes
+(:class:`transport.SendSizes`: each rate solved with the K and N of the sends that reach
+the socket) on three fresh runs (19-21, 2026-11-29): the model without them took 1.072
+[1.005, 1.131] of the time of the model with them, and no model was resolvably better
+than the one with them.  A calibration that measured the sends (``blastrate calibrate``,
+a receiver's quick calibration) feeds them; without one, datagrams arrive singly.
+
 So :data:`DEFAULT_RECEIVER_MODEL` is the time-slice model everywhere a model answers: a
 receiver's advice (``send --rate auto``), the service, ``blastrate rate``/``curve``, the
 sweeps, the plots and the page.  ``model=paper`` names the paper's model, whose tables it

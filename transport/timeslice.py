@@ -54,6 +54,7 @@ from .models import (
     MAX_TIME_SLICE_WORK,
     time_slice_work,
 )
+from .send_sizes import SendSizes, send_sizes_from
 
 __all__ = [
     "DEFAULT_SETTLE_S",
@@ -110,6 +111,9 @@ class TimeSliceCosts:
     scheduler : str
         How the scheduler sends the receiver away (``"lag"``, the default, or
         ``"rotation"``; :func:`time_slice_bottleneck_rate`).  Not calibrated.
+    send_sizes : SendSizes or None
+        The sender's send size and the socket's capacity against the rate (None: single
+        datagrams, K and N as the profile's).
     """
 
     time_slice_s: float = DEFAULT_TIME_SLICE_S
@@ -117,6 +121,7 @@ class TimeSliceCosts:
     wakeup_s: float = 0.0
     effective_competitors: tuple[float, ...] = ()
     scheduler: str = "lag"
+    send_sizes: SendSizes | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the keywords of :func:`time_slice_bottleneck_rate`)."""
@@ -126,10 +131,16 @@ class TimeSliceCosts:
             "wakeup_s": self.wakeup_s,
             "effective_competitors": list(self.effective_competitors),
             "scheduler": self.scheduler,
+            "send_sizes": None if self.send_sizes is None else self.send_sizes.to_dict(),
         }
 
 
-def time_slice_costs(provenance: Mapping[str, Any] | None, profile: HostProfile) -> TimeSliceCosts:
+def time_slice_costs(
+    provenance: Mapping[str, Any] | None,
+    profile: HostProfile,
+    *,
+    buffer_by_send: Mapping[int, int] | None = None,
+) -> TimeSliceCosts:
     """The time-slice model's calibrated inputs from a stored profile's provenance.
 
     ``blastrate calibrate`` stores the scheduler's slice as ``time_slice_s``; a
@@ -143,7 +154,9 @@ def time_slice_costs(provenance: Mapping[str, Any] | None, profile: HostProfile)
     (``host.kernel_path.COMPETITORS_COST``); a calibration stored before 2026-11-29 solved
     it for a receiver that skipped its wake-up cost when backlogged, and its c_C, too large
     for today's model, would give too low advice: without the mark, c = C until the host is
-    calibrated again.
+    calibrated again.  ``send_sizes`` (:class:`transport.SendSizes`' dict form) is taken
+    when it is well formed and describes the profile's socket: its capacity for single
+    datagrams is the profile's K (a profile whose K was changed has another socket).
 
     Parameters
     ----------
@@ -151,6 +164,10 @@ def time_slice_costs(provenance: Mapping[str, Any] | None, profile: HostProfile)
         The provenance stored with the profile (None for a built-in profile).
     profile : HostProfile
         The profile as it will be used (its ``mu_net``, 1/s, bounds ``wakeup_s``).
+    buffer_by_send : mapping of int to int, optional
+        The socket that will be read, filled at each send size (a receiver measures its
+        own at start): in place of the stored table, beside the stored sender's time
+        per call.
 
     Returns
     -------
@@ -171,11 +188,21 @@ def time_slice_costs(provenance: Mapping[str, Any] | None, profile: HostProfile)
         measured = tuple(_competitor_table(table)) if table else ()
     except TransportParameterError:
         measured = ()
+    sent = stored.get("send_sizes")
+    if buffer_by_send is not None and isinstance(sent, Mapping):
+        sent = {**sent, "buffer_by_send": dict(buffer_by_send)}
+    try:
+        sends = send_sizes_from(sent)
+    except TransportParameterError:
+        sends = None
+    if sends is not None and sends.buffer_packets(1.0) != profile.buffer_packets:
+        sends = None  # the table of another socket
     return TimeSliceCosts(
         time_slice_s=number("time_slice_s", _MAX_SLICE_S) or DEFAULT_TIME_SLICE_S,
         kernel_s_per_datagram=number("kernel_s_per_datagram", _MAX_KERNEL_S) or 0.0,
         wakeup_s=wakeup,
         effective_competitors=measured,
+        send_sizes=sends,
     )
 
 
@@ -379,6 +406,18 @@ def time_slice_refinement(coarse_bps: NDArray[np.float64], best: int) -> NDArray
     return np.linspace(lo, hi, 17)
 
 
+# The arrays of TimeSliceTerms, one value per rate.
+_RATE_ARRAYS = (
+    "rate_bps",
+    "stationary_loss",
+    "shift",
+    "backlog",
+    "drain_per_s",
+    "buffer_packets",
+    "batch_packets",
+)
+
+
 @dataclass(frozen=True)
 class TimeSliceTerms:
     """The time-slice model of one host and workload at a set of rates, before any transfer.
@@ -409,6 +448,9 @@ class TimeSliceTerms:
         The scheduler's slice (s).
     payload_bytes : int
         File bytes per datagram.
+    buffer_packets, batch_packets : ndarray of int
+        K and N at each rate (datagrams): the profile's, or with ``send_sizes`` those of
+        each rate's send size (:class:`transport.SendSizes`).
     inputs : dict
         Everything the terms depend on.
     """
@@ -422,6 +464,8 @@ class TimeSliceTerms:
     competitors: float
     time_slice_s: float
     payload_bytes: int
+    buffer_packets: NDArray[np.int64]
+    batch_packets: NDArray[np.int64]
     inputs: dict[str, Any] = field(default_factory=dict)
 
     def merged(self, other: TimeSliceTerms) -> TimeSliceTerms:
@@ -431,7 +475,7 @@ class TimeSliceTerms:
         order = np.argsort(np.concatenate([self.rate_bps, other.rate_bps]), kind="stable")
         arrays: dict[str, Any] = {
             name: np.concatenate([getattr(self, name), getattr(other, name)])[order]
-            for name in ("rate_bps", "stationary_loss", "shift", "backlog", "drain_per_s")
+            for name in _RATE_ARRAYS
         }
         return replace(self, **arrays)
 
@@ -531,6 +575,7 @@ def time_slice_terms(
     effective_competitors: Sequence[float] = (),
     slice_stages: int = 3,
     sleep_s: float = 0.0,
+    send_sizes: SendSizes | Mapping[str, Any] | None = None,
 ) -> TimeSliceTerms:
     """Solve the time-slice model's scheduler chain at each of ``rates_bps``.
 
@@ -544,7 +589,7 @@ def time_slice_terms(
     rates_bps : ndarray
         Sending rates (payload bit/s), each > 0.
     time_slice_s, kernel_s_per_datagram, wakeup_s, wakeup_preemption, scheduler, \
-effective_competitors, slice_stages, sleep_s
+effective_competitors, slice_stages, sleep_s, send_sizes
         As :func:`time_slice_bottleneck_rate`.
 
     Returns
@@ -589,33 +634,49 @@ effective_competitors, slice_stages, sleep_s
         raise TransportParameterError(
             "sleep_s", f"must be >= 0 s and at most wakeup_s = {wakeup:.4g} s, got {sleep_s}"
         )
-    # A backlogged receiver that skips sleep_s of each wake-up (0 by default) reads this
-    # much faster.
-    backlogged_speedup = 1.0 / (1.0 - sleep * mu)
+    sends = send_sizes_from(send_sizes)
+    if sends is not None:
+        k_top, n_top = sends.largest(profile)
+        if time_slice_work(k_top, n_top) > MAX_TIME_SLICE_WORK:
+            raise TransportParameterError(
+                "send_sizes",
+                f"at its largest send size the socket holds K={k_top} and a wake-up takes "
+                f"N={n_top}: about {time_slice_work(k_top, n_top):.3g} operations a rate, "
+                f"more than {MAX_TIME_SLICE_WORK:g}",
+            )
     payload = profile.packet_payload_bytes
     lam = rates / (8.0 * payload)
     # The kernel's share at each rate comes first; the tasks split what is left.
     left = np.clip(1.0 - lam * kernel_s, 1e-6, 1.0)
     p_k, deviation_s = np.empty(lam.size), np.empty(lam.size)
     backlog, drain = np.empty(lam.size), np.empty(lam.size)
+    held = np.full(lam.size, profile.buffer_packets, dtype=np.int64)
+    batch = np.full(lam.size, profile.coalesce_packets, dtype=np.int64)
     for i in range(lam.size):  # one small chain per rate
+        mu_i = mu
+        if sends is not None:
+            held[i], batch[i] = sends.at(profile, float(rates[i]))
+            # A wake-up of n datagrams costs a + n b, b = (1 / mu - a) / N.
+            mu_i = 1.0 / (wakeup + batch[i] * (1.0 / mu - wakeup) / profile.coalesce_packets)
         scheduling: dict[str, Any]
         if scheduler == "lag":
-            env, idle, service, start = lag_environment(c, slice_s, mu * left[i], stages=stages)
+            env, idle, service, start = lag_environment(c, slice_s, mu_i * left[i], stages=stages)
             scheduling = {
                 "idle_environment": idle,
-                "fixed_cost_fraction": wakeup * mu,
+                "fixed_cost_fraction": wakeup * mu_i,
                 "start": start,
             }
         else:
-            env, service = time_slice_environment(c, slice_s, mu * left[i], stages=stages)
+            env, service = time_slice_environment(c, slice_s, mu_i * left[i], stages=stages)
             scheduling = {"idle_holds": wakeup_preemption}
+        # A backlogged receiver that skips sleep_s of each wake-up (0 by default) reads
+        # that much faster.
         queue = ModulatedQueue(
             env,
             service,
-            profile.buffer_packets,
-            profile.coalesce_packets,
-            backlogged_rates=service * backlogged_speedup,
+            int(held[i]),
+            int(batch[i]),
+            backlogged_rates=service * (1.0 / (1.0 - sleep * mu_i)),
             **scheduling,
         )
         terms = blast_loss_terms(queue, lam[i : i + 1])
@@ -633,6 +694,8 @@ effective_competitors, slice_stages, sleep_s
         competitors=c,
         time_slice_s=slice_s,
         payload_bytes=payload,
+        buffer_packets=held,
+        batch_packets=batch,
         inputs={
             "workload": workload.to_dict(),
             "profile": profile.to_dict(),
@@ -644,6 +707,7 @@ effective_competitors, slice_stages, sleep_s
             "scheduler": scheduler,
             "effective_competitors": measured.tolist(),
             "slice_stages": stages,
+            "send_sizes": None if sends is None else sends.to_dict(),
         },
     )
 
@@ -663,6 +727,7 @@ def time_slice_bottleneck_rate(
     effective_competitors: Sequence[float] = (),
     slice_stages: int = 3,
     sleep_s: float = 0.0,
+    send_sizes: SendSizes | Mapping[str, Any] | None = None,
     rates_bps: NDArray[np.float64] | None = None,
     grid_points: int = 32,
 ) -> TimeSliceResult:
@@ -735,6 +800,11 @@ def time_slice_bottleneck_rate(
         would drain at ``1 / b``: without bound as b goes to 0.  ``sleep_s = wakeup_s``
         was the default until 2026-11-29 (the ablation ``timeslice-skip-wakeup`` of
         ``benchmarks/validate_transfer.py``; docs/validation.md).
+    send_sizes : SendSizes or its dict form, optional
+        The sender's send size against the rate and the socket's capacity against it
+        (:mod:`transport.send_sizes`): each rate is solved with the K and N of its send
+        size, and a wake-up of n datagrams costs ``wakeup_s + n b``.  None (the
+        default): every datagram arrives on its own, K and N as the profile's.
     rates_bps : ndarray, optional
         Score exactly these rates (bit/s) and take the best of them; default: a grid of
         ``grid_points`` rates over (0, line rate], refined around its best.
@@ -762,6 +832,7 @@ def time_slice_bottleneck_rate(
         effective_competitors=effective_competitors,
         slice_stages=slice_stages,
         sleep_s=sleep_s,
+        send_sizes=send_sizes_from(send_sizes),
     )
     if rates_bps is not None:
         terms = _SOLVED.terms(workload, profile, np.asarray(rates_bps, dtype=np.float64), host)
@@ -813,7 +884,7 @@ class _SolvedTerms:
                 self._solved.move_to_end(key)
                 return found
         solved = time_slice_terms(workload, profile, rates_bps=rates, **host)
-        for name in ("rate_bps", "stationary_loss", "shift", "backlog", "drain_per_s"):
+        for name in _RATE_ARRAYS:
             getattr(solved, name).flags.writeable = False
         with self._lock:
             self._solved[key] = solved

@@ -22,7 +22,7 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -52,6 +52,42 @@ __all__ = ["calibrate"]
 def _fail(field: str, reason: str, status: int) -> NoReturn:
     click.echo(f"blastrate: error: {field}: {reason}", err=True)
     sys.exit(status)
+
+
+def _send_sizes(
+    *, payload: int, buffer_packets: int, rate_bps: float, rcvbuf_bytes: int | None, cpus: Any
+) -> dict[str, Any]:
+    """The provenance's ``send_sizes`` (or, where it could not be measured, why not in
+    ``send_sizes_note``): the sender's time per call and K per send size."""
+    from datamover.send_calibration import measure_send_sizes
+
+    try:
+        return {
+            "send_sizes": measure_send_sizes(
+                payload_bytes=payload,
+                buffer_packets=buffer_packets,
+                rate_bps=rate_bps,
+                rcvbuf_bytes=rcvbuf_bytes,
+                receiver_cpu=cpus[0],
+                sender_cpu=cpus[1],
+            )
+        }
+    except (OSError, RuntimeError) as exc:
+        return {"send_sizes_note": f"not measured: {exc}"[:300]}
+
+
+def _send_sizes_said(provenance: dict[str, Any]) -> str:
+    """One line on the send sizes a calibration measured, or why it did not."""
+    sends = provenance.get("send_sizes")
+    if not isinstance(sends, dict):
+        why = provenance.get("send_sizes_note", "not measured")
+        return f"sends: {why} (the model takes single datagrams)"
+    table = sends.get("buffer_by_send", {})
+    return (
+        f"sends: {sends['seconds_per_send'] * 1e6:.0f} us per call of the sender "
+        f"({sends.get('path', '?')}); K by send size "
+        + ", ".join(f"{s}: {n}" for s, n in table.items())
+    )
 
 
 def _spread_row(table: Table, name: str, unit: str, s: Spread, scale: float = 1.0) -> None:
@@ -200,6 +236,14 @@ def calibrate(
                 runs=runs,
                 path=kernel_path,
             )
+            status.update("the sender's sends: K per send size, time per call")
+            sends = _send_sizes(
+                payload=payload,
+                buffer_packets=k,
+                rate_bps=min(line_guess, net.sender_rate_bps.mean),
+                rcvbuf_bytes=buffer,
+                cpus=net.cpus,
+            )
             status.update(f"I/O task: {runs} runs of {reads} random lines")
             io = measure_io_service(
                 directory=directory, file_bytes=file_bytes, runs=runs, reads=reads
@@ -227,6 +271,7 @@ def calibrate(
         rcvbuf_bytes=buffer,
         line_rate_source="measured sender" if fixed_line is None else "given",
         **kernel.provenance(),
+        **sends,
     )
     stored = False
     made_default = False
@@ -288,6 +333,7 @@ def calibrate(
         shown = ", ".join(f"{c:.3g}" for c in kernel.effective_competitors)
         click.echo(f"competitors c_C for C = 1..{len(kernel.effective_competitors)}: {shown}")
     click.echo(f"kernel path: {kernel.path} ({kernel.note})")
+    click.echo(_send_sizes_said(sends))
     click.echo(
         f"K = {k} datagrams of {HEADER_BYTES + payload} bytes; N = {batch}; I/O via {io.method}"
     )

@@ -91,8 +91,15 @@ def _model_text(inputs: dict[str, Any]) -> str:
     )
     # An older server's answer names no scheduler: it used the rotation.
     scheduler = ts.get("scheduler", "rotation")
+    sends = ts.get("send_sizes")
+    sent = (
+        f", sends of {seconds_text(sends['seconds_per_send'])} a call"
+        if isinstance(sends, dict)
+        else ", single datagrams"
+    )
     return (
         f"timeslice ({scheduler}): slice {seconds_text(ts['time_slice_s'])}, kernel "
         f"{seconds_text(ts['kernel_s_per_datagram'])}/datagram, wake-up "
         f"{seconds_text(ts['wakeup_s'])}, settle {seconds_text(ts['settle_s'])}, {share}"
+        f"{sent}"
     )

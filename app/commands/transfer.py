@@ -291,7 +291,7 @@ def receiver_advice(
     from datamover.advice import ReceiverAdvisor, profile_kind
     from datamover.advice_keeper import AdviceKeeper, quick_calibration
     from host import Workload, WorkloadError
-    from host.calibration import measure_buffer_packets
+    from host.calibration import measure_buffer_by_send, measure_buffer_packets
     from host.store import ProfileStore, ProfileStoreError
 
     store = ProfileStore()
@@ -316,16 +316,26 @@ def receiver_advice(
             return measured[-1]
         return entry.profile, entry.provenance
 
+    by_send: dict[int, int] | None
     try:
-        k: int | None = measure_buffer_packets(
+        held = measure_buffer_packets(
             HEADER_BYTES + DEFAULT_PAYLOAD_BYTES, rcvbuf_bytes=rcvbuf_bytes
         )
+        k: int | None = held
+        # The same socket filled in the sender's sends of 1..32 datagrams (GRO).
+        by_send = {
+            **measure_buffer_by_send(
+                HEADER_BYTES + DEFAULT_PAYLOAD_BYTES, rcvbuf_bytes=rcvbuf_bytes
+            ),
+            1: held,
+        }
     except OSError:  # no loopback to fill a socket on: the profile's K stands
-        k = None
+        k, by_send = None, None
     cpus = os.sched_getaffinity(0)
     advisor = ReceiverAdvisor(
         own,
         buffer_packets=k,
+        buffer_by_send=by_send,
         batch_packets=batch,
         cpus=cpus,
         workload=lambda _: Workload(cpu_tasks=0, io_tasks=0, cores=len(cpus)),
@@ -352,6 +362,7 @@ def receiver_advice(
             buffer_packets=k or store.default_entry().profile.buffer_packets,
             receiver_cpu=min(cpus),
             between=wait_while_busy,
+            rcvbuf_bytes=rcvbuf_bytes,
         )
         measured.append((made, provenance))
         where = "stored as this host's default"

@@ -331,6 +331,25 @@ class TransferInputs(ResponseModel):
     propagation_delay_s: float
 
 
+class SendSizesInputs(ResponseModel):
+    """The sender's sends as a calibration measured them (`transport.SendSizes`)."""
+
+    seconds_per_send: float = Field(
+        description="The sender's time per paced call (s): a send at rate R carries "
+        "R * this / (8 * payload) datagrams, 1 at the line."
+    )
+    buffer_by_send: dict[str, int] = Field(
+        description="Datagrams the receiver's socket holds when they arrive in sends of "
+        "each size (datagrams per send, as a string)."
+    )
+    max_send: int = Field(description="The sender's largest send (datagrams).")
+    sender_max_bps: float | None = Field(
+        default=None,
+        description="What the sender sends back to back (bit/s): from there (or the line) "
+        "up its catch-up bursts are split and sends are single datagrams.",
+    )
+
+
 class TimeSliceInputs(ResponseModel):
     """The time-slice model's calibrated inputs (s), from the profile's provenance."""
 
@@ -350,6 +369,11 @@ class TimeSliceInputs(ResponseModel):
         description="How the scheduler sends the receiver away: `lag` (only once it has "
         "run a slice beyond its share; a receiver under its share is served as it wakes) "
         "or `rotation` (a slice, then the others' slices, whatever its load).",
+    )
+    send_sizes: SendSizesInputs | None = Field(
+        default=None,
+        description="The sender's sends, from a calibration: each rate is solved with the "
+        "K and N of its send size (absent: datagrams arrive singly).",
     )
 
 

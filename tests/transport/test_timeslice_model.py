@@ -349,7 +349,11 @@ def test_time_slice_costs_read_a_calibration_and_fall_back_to_the_defaults() -> 
     }
     stored = {**given, "competitors_cost": "per_read"}
     # The scheduler is not calibrated: the default, whatever the provenance says.
-    assert time_slice_costs(stored, profile).to_dict() == {**given, "scheduler": "lag"}
+    assert time_slice_costs(stored, profile).to_dict() == {
+        **given,
+        "scheduler": "lag",
+        "send_sizes": None,
+    }
     # c_C solved under another receiver cost (a calibration stored before 2026-11-29, or
     # none named) is too large for today's model: dropped, the rest kept.
     for cost in (None, "skip_wakeup", 1):
@@ -358,6 +362,7 @@ def test_time_slice_costs_read_a_calibration_and_fall_back_to_the_defaults() -> 
             **given,
             "effective_competitors": [],
             "scheduler": "lag",
+            "send_sizes": None,
         }
     bad = {
         "time_slice_s": -1,

@@ -37,6 +37,13 @@ CALIBRATION: dict[str, Any] = {
     "kernel_s_per_datagram": 9e-6,
     "wakeup_s": 1.2e-5,
     "effective_competitors": [0.9, 1.6],
+    # The sender's sends (transport.SendSizes), for LAB's socket of K = 92.
+    "send_sizes": {
+        "seconds_per_send": 1.1e-4,
+        "buffer_by_send": {"1": 92, "2": 114, "4": 128, "32": 136},
+        "max_send": 32,
+        "sender_max_bps": 6.5e8,
+    },
 }
 # As a calibration stores it: c_C beside the receiver cost it was solved under.
 STORED: dict[str, Any] = {**CALIBRATION, "competitors_cost": "per_read"}
@@ -182,6 +189,7 @@ def test_a_built_in_profile_takes_the_default_calibration(api: TestClient) -> No
         "effective_competitors": [],
         "settle_s": transport.DEFAULT_SETTLE_S,
         "scheduler": "lag",
+        "send_sizes": None,
     }
     expected = _library(Workload(cpu_tasks=2, io_tasks=0), host_profile("sx280-2007"), {})
     assert body["effective_bottleneck_rate_bps"] == expected.rate_bps
