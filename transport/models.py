@@ -29,8 +29,10 @@ Within the time-slice model, the same rule chose the sender's send sizes
 (:class:`transport.SendSizes`: each rate solved with the K and N of the sends that reach
 the socket) on three fresh runs (19-21, 2026-11-29): the model without them took 1.072
 [1.005, 1.131] of the time of the model with them, and no model was resolvably better
-than the one with them.  A calibration that measured the sends (``blastrate calibrate``,
-a receiver's quick calibration) feeds them; without one, datagrams arrive singly.
+than the one with them.  Four fresh runs (22-25) scored it: the model without them took
+1.116 of the time of the model with them (1 / 0.896 [0.866, 0.926]).  A calibration that
+measured the sends (``blastrate calibrate``, a receiver's quick calibration) feeds them;
+without one, datagrams arrive singly.
 
 So :data:`DEFAULT_RECEIVER_MODEL` is the time-slice model everywhere a model answers: a
 receiver's advice (``send --rate auto``), the service, ``blastrate rate``/``curve``, the
