@@ -45,7 +45,7 @@ from host.probe import HostProbe, probe_host
 from .advice import AdviceError, ReceiverAdvisor
 from .deferred_advice import lower_priority
 from .receive_path import calibration_receive_path
-from .send_calibration import measure_send_sizes
+from .send_calibration import send_sizes_provenance
 
 __all__ = ["AdviceKeeper", "quick_calibration"]
 
@@ -144,19 +144,14 @@ def quick_calibration(
     )
     if between is not None:
         between()
-    try:
-        sends: dict[str, Any] = {
-            "send_sizes": measure_send_sizes(
-                payload_bytes=payload_bytes,
-                buffer_packets=buffer_packets,
-                rate_bps=net.sender_rate_bps.mean,
-                rcvbuf_bytes=rcvbuf_bytes,
-                receiver_cpu=net.cpus[0],
-                sender_cpu=net.cpus[1],
-            )
-        }
-    except (OSError, RuntimeError) as exc:
-        sends = {"send_sizes_note": f"not measured: {exc}"[:300]}
+    sends = send_sizes_provenance(
+        payload_bytes=payload_bytes,
+        buffer_packets=buffer_packets,
+        rate_bps=net.sender_rate_bps.mean,
+        rcvbuf_bytes=rcvbuf_bytes,
+        receiver_cpu=net.cpus[0],
+        sender_cpu=net.cpus[1],
+    )
     if between is not None:
         between()
     io = measure_io_service(

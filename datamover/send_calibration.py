@@ -31,7 +31,7 @@ from .receiver import Receiver, ReceiverLimits
 from .sender import MAX_BURST_PACKETS, send_file
 from .wire import HEADER_BYTES
 
-__all__ = ["SendTime", "measure_seconds_per_send", "measure_send_sizes"]
+__all__ = ["SendTime", "measure_seconds_per_send", "measure_send_sizes", "send_sizes_provenance"]
 
 #: Fractions of the rate the sender keeps up with at which its calls are timed.
 PACED_FRACTIONS = (0.3, 0.5, 0.7)
@@ -266,3 +266,13 @@ def measure_send_sizes(
         "path": timed.path,
         "rates": [dict(r) for r in timed.rates],
     }
+
+
+def send_sizes_provenance(**keywords: Any) -> dict[str, Any]:
+    """What a calibration's provenance carries of the sends: ``{"send_sizes": ...}``
+    (:func:`measure_send_sizes` with ``keywords``), or, where they could not be measured,
+    ``{"send_sizes_note": why}`` (the model then counts single datagrams)."""
+    try:
+        return {"send_sizes": measure_send_sizes(**keywords)}
+    except (OSError, RuntimeError) as exc:
+        return {"send_sizes_note": f"not measured: {exc}"[:300]}

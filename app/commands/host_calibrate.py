@@ -54,28 +54,6 @@ def _fail(field: str, reason: str, status: int) -> NoReturn:
     sys.exit(status)
 
 
-def _send_sizes(
-    *, payload: int, buffer_packets: int, rate_bps: float, rcvbuf_bytes: int | None, cpus: Any
-) -> dict[str, Any]:
-    """The provenance's ``send_sizes`` (or, where it could not be measured, why not in
-    ``send_sizes_note``): the sender's time per call and K per send size."""
-    from datamover.send_calibration import measure_send_sizes
-
-    try:
-        return {
-            "send_sizes": measure_send_sizes(
-                payload_bytes=payload,
-                buffer_packets=buffer_packets,
-                rate_bps=rate_bps,
-                rcvbuf_bytes=rcvbuf_bytes,
-                receiver_cpu=cpus[0],
-                sender_cpu=cpus[1],
-            )
-        }
-    except (OSError, RuntimeError) as exc:
-        return {"send_sizes_note": f"not measured: {exc}"[:300]}
-
-
 def _send_sizes_said(provenance: dict[str, Any]) -> str:
     """One line on the send sizes a calibration measured, or why it did not."""
     sends = provenance.get("send_sizes")
@@ -197,6 +175,8 @@ def calibrate(
     path's cost per wake-up and the kernel's part of the receiver's core (k, c_C) on this
     host, store them as profile NAME and make it this host's default (unless
     --no-default)."""
+    from datamover.send_calibration import send_sizes_provenance  # the product's sender
+
     try:
         file_bytes = parse_size(file_size, "file_size")
         buffer = None if rcvbuf is None else parse_size(rcvbuf, "rcvbuf")
@@ -237,12 +217,13 @@ def calibrate(
                 path=kernel_path,
             )
             status.update("the sender's sends: K per send size, time per call")
-            sends = _send_sizes(
-                payload=payload,
+            sends = send_sizes_provenance(
+                payload_bytes=payload,
                 buffer_packets=k,
                 rate_bps=min(line_guess, net.sender_rate_bps.mean),
                 rcvbuf_bytes=buffer,
-                cpus=net.cpus,
+                receiver_cpu=net.cpus[0],
+                sender_cpu=net.cpus[1],
             )
             status.update(f"I/O task: {runs} runs of {reads} random lines")
             io = measure_io_service(
