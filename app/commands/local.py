@@ -2,7 +2,8 @@
 
 A solve spends most of its time inside NumPy/SciPy calls, where Python does not look at
 signals, so Ctrl-C on an in-process solve waited for the call to return (once 82 s).  Here
-the work runs in a forked child process; the parent only waits on a pipe, so Ctrl-C, the
+the work runs in a child process (forked when the process has no other thread, else
+spawned); the parent only waits on a pipe, so Ctrl-C, the
 ``--timeout`` limit and a dead child are noticed within a tenth of a second, and the child
 is killed (SIGKILL) so that no CPU keeps burning.  From the child's first progress
 report, or once it has worked for :data:`SPINNER_AFTER_S`, the parent shows a rich
@@ -15,6 +16,7 @@ import multiprocessing
 import multiprocessing.connection
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -35,6 +37,7 @@ __all__ = [
     "progress",
     "progress_text",
     "run_local",
+    "start_method",
 ]
 
 #: Wall time a local computation may take when ``--timeout`` is not given (s).
@@ -151,6 +154,22 @@ def progress(label: str) -> Iterator[Callable[[str], None]]:
         yield lambda text: bar.update(task, description=text)
 
 
+def start_method() -> str:
+    """How :func:`run_local` starts its child: ``"fork"`` when this process runs no other
+    thread and the platform forks, else ``"spawn"``.
+
+    A forked child starts in milliseconds, with what the parent has imported.  But a fork
+    copies the locks other threads hold (SQLite's, the allocator's, logging's) without
+    their owners, and a child that needs one waits forever: a test process with AnyIO's
+    leftover threads once forked a child that hung in ``sqlite3.connect`` until the 600 s
+    limit.  The ``blastrate`` CLI has no other thread when it forks (its spinner starts
+    after), so users always get the quick start.
+    """
+    if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
+        return "fork"
+    return "spawn"
+
+
 def _child_main(
     conn: multiprocessing.connection.Connection,
     job: Callable[[Any, Reporter], Any],
@@ -246,8 +265,9 @@ def run_local(
     ----------
     job : callable
         ``job(payload, report)`` returning picklable data; it may call ``report`` with
-        progress dicts (see :data:`Reporter`), shown on the spinner.  The child is
-        forked, so ``job`` and ``payload`` need not be picklable.
+        progress dicts (see :data:`Reporter`), shown on the spinner.  A module-level
+        function: the child is spawned, and ``job`` and ``payload`` pickled, when this
+        process runs other threads (see :func:`start_method`).
     payload : object
         Its argument.
     timeout : float
@@ -274,11 +294,7 @@ def run_local(
     KeyboardInterrupt
         On Ctrl-C, after the child is killed.
     """
-    # Fork, where there is one: the parent has imported what the job needs, so the
-    # child starts in milliseconds.  (The CLI process has no threads of its own yet;
-    # the spinner's thread starts after the fork.)
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    context: Any = multiprocessing.get_context(method)
+    context: Any = multiprocessing.get_context(start_method())
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(
         target=_child_main,
