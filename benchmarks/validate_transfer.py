@@ -31,28 +31,32 @@ calibration.
 
 Models scored (each gives a predicted rate; ablations show what each mechanism buys):
 
-* ``timeslice`` -- the default model (:mod:`transport.timeslice`): the scheduler's lag
-  account (a receiver is sent away for the others' slices only once it has run a slice
-  beyond its share), wake-ups that cost by the datagrams they take (a read of N its
-  whole cost ``a + N b``, backlogged or not), and finite blasts;
+* ``timeslice`` -- the default model (:mod:`transport.timeslice`) as a calibrated host
+  runs it: the scheduler's lag account (a receiver is sent away for the others' slices
+  only once it has run a slice beyond its share), wake-ups that cost by the datagrams
+  they take (a read of N its whole cost ``a + N b``, backlogged or not), finite blasts,
+  the sender's send sizes, and the competitors c_C that C busy loops make, measured
+  beside them and solved for c under that cost per read
+  (``effective_competitors_read_cost``, from :func:`calibrate_contention`; ``blastrate
+  calibrate`` stores the same quantity, measured by :func:`host.kernel_path.measure_competitors`);
+* ``timeslice-processor-sharing`` -- the same with c = C, processor sharing's share
+  1 / (C + 1): what a host without a competitor calibration runs (a built-in profile;
+  a receiver's quick first-start calibration measures c_C too).
+  Runs before 2026-11-29 12:00 UTC scored this form as ``timeslice`` and the default as
+  ``timeslice-measured-share`` (``validation_pool.today_names`` reads them as today's);
 * ``timeslice-rotation`` -- the same with the scheduler as a fixed rotation (a slice, then
   c others' slices, whatever the receiver's load) and every wake-up a full one's cost:
   the default until the lag account;
-* ``timeslice-measured-share`` -- the same with the share of its core a backlogged
-  receiver was measured to get beside C busy loops, solved for c under the default's
-  cost per read (``effective_competitors_read_cost``, from :func:`calibrate_contention`)
-  in place of processor sharing's 1 / (C + 1);
 * ``timeslice-constant-slices`` -- the same with 12 Erlang stages per slice and vacation
   (coefficient of variation 0.29, against 0.58): the kernel's are nearly constant
   (``benchmarks/slice_trace.py``);
 * ``timeslice-no-slices`` -- the same with processor sharing in place of slices;
 * ``timeslice-stationary`` -- the same with each blast scored by the stationary loss;
 * ``timeslice-skip-wakeup`` -- the same with a backlogged receiver skipping all of its
-  per-wake-up cost ``a`` (``sleep_s = wakeup_s``), the default until 2026-11-29: with a
-  fitted b near 0 it drains without bound (issue #39 section 3; runs before that day
-  scored the default against ``timeslice-read-cost``, which is today's default);
-* ``timeslice-skip-wakeup-measured`` -- the same with the share measured beside C busy
-  loops, solved for c under that receiver's cost (``effective_competitors``);
+  per-wake-up cost ``a`` (``sleep_s = wakeup_s``), the default until 2026-11-29, and c_C
+  solved under that receiver's cost (``effective_competitors``): with a fitted b near 0
+  it drains without bound (issue #39 section 3; runs before that day scored the default
+  against ``timeslice-read-cost``, which is today's default);
 * ``timeslice-single-sends`` -- the default as it was until the send sizes: every
   datagram reaching the socket on its own, K and N as for single datagrams, where the
   default takes each rate's K and N at the sender's send size
@@ -120,6 +124,7 @@ from host.calibration import (
 from transport import SendSizes, transfer_time, workload_bottleneck_rate
 from transport.timeslice import (
     competitors_per_core,
+    scheduled_competitors,
     time_slice_bottleneck_rate,
     time_slice_costs,
 )
@@ -620,19 +625,20 @@ def predictions(
     t_prop: float,
     costs: dict[str, Any],
     measured_share: tuple[float, ...] = (),
-    read_cost_share: tuple[float, ...] = (),
     ablations: bool = True,
 ) -> dict[str, dict[str, Any]]:
     """Every model's predicted rate for one workload.
 
-    ``measured_share`` and ``read_cost_share`` are :func:`calibrate_contention`'s
-    ``effective_competitors`` and ``effective_competitors_read_cost``.  Without
-    ``ablations``: the default, its measured-share and single-sends forms and the paper's
-    model only (with send sizes an ablation costs up to 25 s a busy workload, taken from
-    the run's budget).
+    ``measured_share`` is :func:`calibrate_contention`'s ``effective_competitors`` (c_C for
+    a receiver that skips its wake-up cost when backlogged, the skip-wakeup ablation's).
+    Without ``ablations``: the default, its processor-sharing and single-sends forms and
+    the paper's model only (with send sizes an ablation costs up to 25 s a busy workload,
+    taken from the run's budget).
 
-    ``costs`` are the time-slice model's calibrated keywords: ``time_slice_s``,
-    ``kernel_s_per_datagram``, ``settle_s`` and ``wakeup_s``.
+    ``costs`` are the time-slice model's calibrated keywords, as a calibrated host's
+    provenance gives them (:func:`transport.time_slice_costs`): ``time_slice_s``,
+    ``kernel_s_per_datagram``, ``settle_s``, ``wakeup_s``, ``send_sizes`` and
+    ``effective_competitors`` (c_C under the default's cost per read).
     """
     w = Workload(cpu_tasks=cpu_tasks, io_tasks=io_tasks, cores=1)
     out: dict[str, dict[str, Any]] = {}
@@ -644,13 +650,12 @@ def predictions(
 
     ts = timeslice()
     out["timeslice"] = {"rate_bps": ts.rate_bps, "model_time_s": ts.transfer_time_s}
-    # The share of its core a backlogged receiver was measured to get beside C busy
-    # loops, in place of processor sharing's 1 / (C + 1), solved for c under the
-    # default's cost per read.
-    measured = timeslice(effective_competitors=read_cost_share)
-    out["timeslice-measured-share"] = {
-        "rate_bps": measured.rate_bps,
-        "model_time_s": measured.transfer_time_s,
+    # Processor sharing's 1 / (C + 1) in place of the share measured beside C busy loops:
+    # what a host without a competitor calibration runs.
+    shared_core = timeslice(effective_competitors=())
+    out["timeslice-processor-sharing"] = {
+        "rate_bps": shared_core.rate_bps,
+        "model_time_s": shared_core.transfer_time_s,
     }
     if costs.get("send_sizes") is not None:
         # Every datagram on its own, as the default took them before the send sizes.
@@ -698,18 +703,12 @@ def predictions(
         "model_time_s": float(times[k]),
     }
     # A backlogged receiver that skips its whole per-wake-up cost (the default before
-    # 2026-11-29): a sleep it does not take, where the default makes it a cost per read.
-    skip = timeslice(sleep_s=costs["wakeup_s"])
+    # 2026-11-29): a sleep it does not take, where the default makes it a cost per read;
+    # its c_C solved under that receiver's cost.
+    skip = timeslice(sleep_s=costs["wakeup_s"], effective_competitors=measured_share)
     out["timeslice-skip-wakeup"] = {
         "rate_bps": skip.rate_bps,
         "model_time_s": skip.transfer_time_s,
-    }
-    # The same, with the share of its core a backlogged receiver was measured to get,
-    # solved for c under that receiver's cost.
-    both = timeslice(sleep_s=costs["wakeup_s"], effective_competitors=measured_share)
-    out["timeslice-skip-wakeup-measured"] = {
-        "rate_bps": both.rate_bps,
-        "model_time_s": both.transfer_time_s,
     }
     return out
 
@@ -719,14 +718,17 @@ def _processor_sharing(
 ) -> Any:
     # c = 0 with the on-rate scaled to the receiver's average share: no vacations.  The
     # wake-up's cost scales with it, so that a backlogged receiver gains the same factor.
-    c = competitors_per_core(w.cpu_tasks, w.cores)
+    # c is the default's: the scheduler's c from the measured table, C without one.
+    c = scheduled_competitors(
+        competitors_per_core(w.cpu_tasks, w.cores), costs.get("effective_competitors") or ()
+    )
     alone = Workload(cpu_tasks=0, io_tasks=w.io_tasks, cores=w.cores, disks=w.disks)
     return time_slice_bottleneck_rate(
         alone,
         profile.replace(mu_net=profile.mu_net / (1 + c)),
         file_size_bytes=size,
         propagation_delay_s=t_prop,
-        **{**costs, "wakeup_s": costs["wakeup_s"] * (1 + c)},
+        **{**costs, "wakeup_s": costs["wakeup_s"] * (1 + c), "effective_competitors": ()},
     )
 
 
@@ -754,7 +756,6 @@ def run_workload(
     profile: HostProfile,
     costs: dict[str, Any],
     measured_share: tuple[float, ...],
-    read_cost_share: tuple[float, ...],
     capacity_pps: float,
     args: argparse.Namespace,
     link: Link,
@@ -776,7 +777,6 @@ def run_workload(
         t_prop,
         costs,
         measured_share,
-        read_cost_share,
         ablations=args.ablations,
     )
     predicted = models["timeslice"]["rate_bps"]
@@ -829,14 +829,17 @@ def run_workload(
     # The models at every measured rate: the default model's first-round loss and time.
     variants: dict[str, dict[str, Any]] = {
         "model": {},
-        "measured_share_model": {"effective_competitors": read_cost_share},
+        "processor_sharing_model": {"effective_competitors": ()},
         "single_sends_model": {"send_sizes": None},
     }
     if args.ablations:
         variants |= {
             "rotation_model": {"scheduler": "rotation"},
             "constant_slices_model": {"slice_stages": TIGHT_STAGES},
-            "skip_wakeup_model": {"sleep_s": costs["wakeup_s"]},
+            "skip_wakeup_model": {
+                "sleep_s": costs["wakeup_s"],
+                "effective_competitors": measured_share,
+            },
         }
     curves = {
         name: time_slice_bottleneck_rate(
@@ -888,7 +891,7 @@ def run_workload(
                     )
                     for name in (
                         "model",
-                        "measured_share_model",
+                        "processor_sharing_model",
                         "rotation_model",
                         "constant_slices_model",
                         "skip_wakeup_model",
@@ -1093,13 +1096,12 @@ def report(result: dict[str, Any]) -> None:
     print()
     names = [
         "timeslice",
-        "timeslice-measured-share",
+        "timeslice-processor-sharing",
         "timeslice-constant-slices",
         "timeslice-rotation",
         "timeslice-no-slices",
         "timeslice-stationary",
         "timeslice-skip-wakeup",
-        "timeslice-skip-wakeup-measured",
         "timeslice-single-sends",
         "paper",
     ]
@@ -1141,7 +1143,7 @@ def report(result: dict[str, Any]) -> None:
     gaps = {}
     for key in (
         "model_loss",
-        "measured_share_model_loss",
+        "processor_sharing_model_loss",
         "rotation_model_loss",
         "constant_slices_model_loss",
         "skip_wakeup_model_loss",
@@ -1406,11 +1408,11 @@ def main() -> None:
                                     {"wakeup_s": net["per_wakeup_s"]}, profile
                                 ).wakeup_s,
                                 "send_sizes": None if sends is None else sends.to_dict(),
+                                # c_C as a calibrated host stores it, solved under the
+                                # default's cost per read.
+                                "effective_competitors": tuple(per_read),
                             },
                             measured_share=tuple(contention),
-                            read_cost_share=tuple(
-                                calibration["contention"].get("effective_competitors_read_cost", ())
-                            ),
                             capacity_pps=capacity_pps,
                             args=args,
                             link=link,

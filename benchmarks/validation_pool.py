@@ -34,7 +34,9 @@ used as the model, meets them in none of 30 pairs).  This script scores the runs
   wholly above 1), here or, with ``--send-auto JSON``, on the product's path.
 
 Runs made before the default changed on 2026-11-29 are read with their models named as
-today's (:func:`today_names`: there ``timeslice-read-cost`` is today's ``timeslice``).
+today's (:func:`today_names`): ``timeslice`` is the default model as a calibrated host
+runs it (its measured c_C), which runs before 2026-11-29 12:00 UTC called
+``timeslice-measured-share`` (and earlier ``timeslice-read-cost-measured``).
 Rows a run marked ``noisy`` (its run queue above the workload's own) are left out.
 Scoring measures nothing::
 
@@ -81,14 +83,53 @@ RENAMED = {
 }
 
 
+def calibrated_name(name: str) -> str:
+    """A model of a run made before 2026-11-29 12:00 UTC, named as today's runs name it.
+
+    Such a run called the default with c = C ``timeslice`` and the default with the
+    measured c_C (what a calibrated host runs) ``timeslice-measured-share``; today's runs
+    call the calibrated form ``timeslice`` and the other ``timeslice-processor-sharing``,
+    and build every ablation on the calibrated form.  An old ablation with c = C gains
+    ``-processor-sharing``; one with the measured c_C loses ``-measured``.
+
+    Examples
+    --------
+    >>> [calibrated_name(n) for n in ("timeslice", "timeslice-measured-share", "paper")]
+    ['timeslice-processor-sharing', 'timeslice', 'paper']
+    >>> calibrated_name("timeslice-single-sends")
+    'timeslice-processor-sharing-single-sends'
+    >>> calibrated_name("timeslice-skip-wakeup-measured")
+    'timeslice-skip-wakeup'
+    """
+    if name == "timeslice-measured-share":
+        return "timeslice"
+    if name.endswith("-measured"):
+        return name.removesuffix("-measured")
+    if name == "timeslice" or name.startswith("timeslice-"):
+        return "timeslice-processor-sharing" + name.removeprefix("timeslice")
+    return name
+
+
 def today_names(run: dict[str, Any]) -> dict[str, Any]:
-    """``run`` with its models named as today's runs name them (:data:`RENAMED`); a run
-    without ``timeslice-read-cost`` is returned as it is (its ``timeslice`` was the
-    default of its day, and it scored nothing that is today's)."""
-    if not any("timeslice-read-cost" in w["models"] for w in run["workloads"]):
+    """``run`` with its models named as today's runs name them.
+
+    A run without ``timeslice-processor-sharing`` was made before the default column
+    became the calibrated form: its names are first made those of 2026-11-29 (a run
+    with ``timeslice-read-cost``: :data:`RENAMED`), then those of today
+    (:func:`calibrated_name`).  A run whose ``timeslice`` was not today's model even so
+    (runs 1-8: no read-cost, skip-wakeup or single-sends form) keeps its names: its
+    ``timeslice`` was the default of its day, and it scored nothing that is today's.
+    """
+    models = [w["models"] for w in run["workloads"]]
+    if any("timeslice-processor-sharing" in m for m in models):
         return run
+    first = RENAMED if any("timeslice-read-cost" in m for m in models) else {}
+    names = {first.get(n, n) for m in models for n in m}
+    if not names & {"timeslice-skip-wakeup", "timeslice-single-sends"}:
+        return run
+    rename = {n: calibrated_name(first.get(n, n)) for m in models for n in m}
     workloads = [
-        {**w, "models": {RENAMED.get(n, n): m for n, m in w["models"].items()}}
+        {**w, "models": {rename.get(n, n): m for n, m in w["models"].items()}}
         for w in run["workloads"]
     ]
     return {**run, "workloads": workloads}

@@ -268,18 +268,32 @@ def test_the_committed_runs_show_which_sender_held_its_rates() -> None:
 
 
 def test_runs_made_before_the_default_changed_are_read_with_todays_names() -> None:
-    # Runs 9-14 scored the default of their day as "timeslice" and today's default as
-    # "timeslice-read-cost"; read, they name them as validate_transfer.py does now.  Runs
-    # 1-8 had no read-cost form and keep their names.
+    # Runs 9-14 scored the default of their day as "timeslice" and today's model as
+    # "timeslice-read-cost", with c = C, and "-read-cost-measured" with the measured c_C;
+    # runs 15-25 called the c = C form "timeslice" and the measured one
+    # "timeslice-measured-share".  Read, they name them as validate_transfer.py does now:
+    # "timeslice" the calibrated form, "timeslice-processor-sharing" the other.  Runs 1-8
+    # scored nothing that is today's and keep their names.
     before = {
         "workloads": [
             {"models": {n: {"rate_bps": float(i)} for i, n in enumerate(pool_module.RENAMED)}}
         ]
     }
     after = pool_module.today_names(before)["workloads"][0]["models"]
-    assert after["timeslice"]["rate_bps"] == 2.0  # was timeslice-read-cost
-    assert after["timeslice-skip-wakeup"]["rate_bps"] == 0.0
-    assert after["timeslice-measured-share"]["rate_bps"] == 3.0
-    assert after["timeslice-skip-wakeup-measured"]["rate_bps"] == 1.0
-    older = {"workloads": [{"models": {"timeslice": {}, "paper": {}}}]}
+    assert after["timeslice"]["rate_bps"] == 3.0  # was timeslice-read-cost-measured
+    assert after["timeslice-processor-sharing"]["rate_bps"] == 2.0  # timeslice-read-cost
+    assert after["timeslice-processor-sharing-skip-wakeup"]["rate_bps"] == 0.0
+    assert after["timeslice-skip-wakeup"]["rate_bps"] == 1.0  # its measured form
+    sends = ("timeslice", "timeslice-measured-share", "timeslice-single-sends", "paper")
+    run22 = {"workloads": [{"models": {n: {"rate_bps": float(i)} for i, n in enumerate(sends)}}]}
+    after = pool_module.today_names(run22)["workloads"][0]["models"]
+    assert {n: m["rate_bps"] for n, m in after.items()} == {
+        "timeslice-processor-sharing": 0.0,
+        "timeslice": 1.0,
+        "timeslice-processor-sharing-single-sends": 2.0,
+        "paper": 3.0,
+    }
+    today = {"workloads": [{"models": {"timeslice": {}, "timeslice-processor-sharing": {}}}]}
+    assert pool_module.today_names(today) is today
+    older = {"workloads": [{"models": {"timeslice": {}, "timeslice-measured-share": {}}}]}
     assert pool_module.today_names(older) is older
