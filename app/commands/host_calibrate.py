@@ -44,7 +44,7 @@ from host.calibration import (
 )
 from host.kernel_path import measure_kernel_share
 
-from .common import print_table
+from .common import print_table, si_text
 
 __all__ = ["calibrate"]
 
@@ -61,10 +61,19 @@ def _send_sizes_said(provenance: dict[str, Any]) -> str:
         why = provenance.get("send_sizes_note", "not measured")
         return f"sends: {why} (the model takes single datagrams)"
     table = sends.get("buffer_by_send", {})
+    most = sends.get("sender_max_bps")
+    # From the sender's back-to-back rate up its calls carry one datagram each
+    # (transport.SendSizes.send_size): the table ends there.
+    top = (
+        f"; single datagrams from {si_text(most, 'bit/s')} up (the sender at its most)"
+        if isinstance(most, int | float) and most > 0
+        else ""
+    )
     return (
         f"sends: {sends['seconds_per_send'] * 1e6:.0f} us per call of the sender "
         f"({sends.get('path', '?')}); K by send size "
         + ", ".join(f"{s}: {n}" for s, n in table.items())
+        + top
     )
 
 

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from click.testing import CliRunner
 
-from app.commands.host_calibrate import calibrate
+from app.commands.host_calibrate import _send_sizes_said, calibrate
 from app.commands.transfer import receive, send
 from datamover import Receiver, ReceiverLimits, SendError, send_file
 from datamover.wire import DEFAULT_PAYLOAD_BYTES, MAX_ROUND
@@ -316,6 +316,20 @@ def test_calibrate_on_a_veth_link_stores_the_wake_up_cost_the_model_reads(
     else:  # a fit that clipped a cost leaves the never-sleeping receiver's rate
         assert "wakeup_s" not in doc["provenance"]
         assert doc["profile"]["mu_net"] == doc["provenance"]["net"]["mu_net"]["mean"]
+
+
+def test_calibrate_says_where_the_senders_sends_become_single() -> None:
+    # transport.SendSizes.send_size: from the sender's back-to-back rate up, one datagram a
+    # call; the line says so, and a table stored before that rate was kept says nothing.
+    sends = {"seconds_per_send": 1e-4, "path": "veth", "buffer_by_send": {"1": 92, "2": 170}}
+    said = _send_sizes_said({"send_sizes": {**sends, "sender_max_bps": 8.46e8}})
+    assert said == (
+        "sends: 100 us per call of the sender (veth); K by send size 1: 92, 2: 170; "
+        "single datagrams from 846 Mbit/s up (the sender at its most)"
+    )
+    assert _send_sizes_said({"send_sizes": sends}).endswith("K by send size 1: 92, 2: 170")
+    said = _send_sizes_said({"send_sizes_note": "no veth link"})
+    assert said == "sends: no veth link (the model takes single datagrams)"
 
 
 def test_receive_advises_from_this_hosts_default_profile(tmp_path: Path) -> None:
