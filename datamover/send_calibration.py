@@ -268,11 +268,27 @@ def measure_send_sizes(
     }
 
 
-def send_sizes_provenance(**keywords: Any) -> dict[str, Any]:
+def send_sizes_provenance(
+    *,
+    payload_bytes: int,
+    buffer_packets: int,
+    rate_bps: float,
+    rcvbuf_bytes: int | None = None,
+    receiver_cpu: int | None = None,
+    sender_cpu: int | None = None,
+) -> dict[str, Any]:
     """What a calibration's provenance carries of the sends: ``{"send_sizes": ...}``
-    (:func:`measure_send_sizes` with ``keywords``), or, where they could not be measured,
+    (:func:`measure_send_sizes`, same arguments), or, where they could not be measured,
     ``{"send_sizes_note": why}`` (the model then counts single datagrams)."""
     try:
-        return {"send_sizes": measure_send_sizes(**keywords)}
+        sends = measure_send_sizes(
+            payload_bytes=payload_bytes,
+            buffer_packets=buffer_packets,
+            rate_bps=rate_bps,
+            rcvbuf_bytes=rcvbuf_bytes,
+            receiver_cpu=receiver_cpu,
+            sender_cpu=sender_cpu,
+        )
+        return {"send_sizes": sends}
     except (OSError, RuntimeError) as exc:
         return {"send_sizes_note": f"not measured: {exc}"[:300]}

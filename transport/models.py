@@ -29,8 +29,8 @@ Within the time-slice model, the same rule chose the sender's send sizes
 (:class:`transport.SendSizes`: each rate solved with the K and N of the sends that reach
 the socket) on three fresh runs (19-21, 2026-11-29): the model without them took 1.072
 [1.005, 1.131] of the time of the model with them, and no model was resolvably better
-than the one with them.  Four fresh runs (22-25) scored it: the model without them took
-1.116 of the time of the model with them (1 / 0.896 [0.866, 0.926]).  A calibration that
+than the one with them.  On the latest four fresh runs (26-29) the model without them took
+1.091 of the time of the model with them (1 / 0.917 [0.874, 0.961]).  A calibration that
 measured the sends (``blastrate calibrate``, a receiver's quick calibration) feeds them;
 without one, datagrams arrive singly.
 
