@@ -29,10 +29,10 @@ Within the time-slice model, the same rule chose the sender's send sizes
 (:class:`transport.SendSizes`: each rate solved with the K and N of the sends that reach
 the socket) on three fresh runs (19-21, 2026-11-29): the model without them took 1.072
 [1.005, 1.131] of the time of the model with them, and no model was resolvably better
-than the one with them.  On the latest four fresh runs (26-29) the model without them took
-1.091 of the time of the model with them (1 / 0.917 [0.874, 0.961]).  A calibration that
-measured the sends (``blastrate calibrate``, a receiver's quick calibration) feeds them;
-without one, datagrams arrive singly.
+than the one with them.  On the latest eight fresh runs of one commit (26-33) the model
+without them took 1.086 of the time of the model with them (1 / 0.921 [0.888, 0.952]).
+A calibration that measured the sends (``blastrate calibrate``, a receiver's quick
+calibration) feeds them; without one, datagrams arrive singly.
 
 So :data:`DEFAULT_RECEIVER_MODEL` is the time-slice model everywhere a model answers: a
 receiver's advice (``send --rate auto``), the service, ``blastrate rate``/``curve``, the
