@@ -29,7 +29,7 @@ Within the time-slice model, the same rule chose the sender's send sizes
 (:class:`transport.SendSizes`: each rate solved with the K and N of the sends that reach
 the socket) on three fresh runs (19-21, 2026-11-29): the model without them took 1.072
 [1.005, 1.131] of the time of the model with them, and no model was resolvably better
-than the one with them.  On the latest eight fresh runs of one commit (26-33) the model
+than the one with them.  On the latest eight fresh runs of the same model (26-33) the model
 without them took 1.086 of the time of the model with them (1 / 0.921 [0.888, 0.952]).
 A calibration that measured the sends (``blastrate calibrate``, a receiver's quick
 calibration) feeds them; without one, datagrams arrive singly.
